@@ -1,0 +1,95 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+)
+
+// Device drives one piece of hardware. It is the one interface a user
+// implements to add a device type; the optional interfaces beside it add
+// abilities, and the dispatcher asserts them where it needs them.
+//
+// The dispatcher never calls Dispatch concurrently for one device: it sends a
+// device's commands one at a time, in log order.
+type Device interface {
+	// Dispatch drives the hardware. ctx ends the moment the leadership ends or
+	// the command's deadline passes, and a cancelled ctx must abort the device
+	// write as soon as the protocol allows.
+	//
+	// token is the fencing token under which the command's record committed.
+	// A device that can carry it (an envelope field, a fence register) should,
+	// so that the hardware itself can refuse a deposed leader.
+	//
+	// An error says whether a retry may help. Wrap it with [Retryable] only
+	// when the device certainly did not act, and with [Rejected] when the
+	// device certainly did not act and never will for this command. Any other
+	// error leaves the command in doubt: the device may have acted.
+	Dispatch(ctx context.Context, cmd Command, token coordination.FencingToken) (Result, error)
+}
+
+// HealthChecker is an optional interface that a Device may implement. The
+// dispatcher calls CheckHealth for its health endpoint and status output; a
+// device without it is reported healthy.
+type HealthChecker interface {
+	// CheckHealth reports whether the device is reachable now. It must
+	// return by the time ctx ends.
+	CheckHealth(ctx context.Context) error
+}
+
+// Redispatcher is an optional interface that a Device may implement. After a
+// failover the new leader finds commands that were issued but have no
+// outcome; it dispatches such a command again only when RedispatchSafe
+// returns true for it, because the device deduplicates by command ID or the
+// action is idempotent. A device without it gets none of them again: they are
+// recorded in doubt for an operator.
+type Redispatcher interface {
+	RedispatchSafe(cmd Command) bool
+}
+
+// A Device may also implement io.Closer. The dispatcher's owner calls Close
+// once, after the last Dispatch returned; Close must not block indefinitely.
+
+// ErrRetryable marks a device error after which the device certainly did not
+// act, and a later attempt may succeed: the connection was down, the unit did
+// not answer a request that never reached it. Test for it with [IsRetryable].
+var ErrRetryable = errors.New("retryable: the device did not act")
+
+// ErrRejected marks a device error after which the device certainly did not
+// act, and never will for this command: a malformed payload, an unknown
+// action, a token lower than one the device has seen. Test for it with
+// [IsRejected].
+var ErrRejected = errors.New("rejected: the device refused the command")
+
+// Retryable marks err as one after which the device certainly did not act. It
+// returns nil for a nil err.
+func Retryable(err error) error { return mark(err, ErrRetryable) }
+
+// Rejected marks err as a refusal: the device did not act and will not. It
+// returns nil for a nil err.
+func Rejected(err error) error { return mark(err, ErrRejected) }
+
+// IsRetryable reports whether a retry of the command may help, because the
+// device certainly did not act.
+func IsRetryable(err error) bool { return errors.Is(err, ErrRetryable) }
+
+// IsRejected reports whether the device refused the command without acting.
+func IsRejected(err error) bool { return errors.Is(err, ErrRejected) }
+
+// markedError joins a device error with its class, keeping both for
+// errors.Is and errors.As.
+type markedError struct {
+	err   error
+	class error
+}
+
+func mark(err, class error) error {
+	if err == nil {
+		return nil
+	}
+	return &markedError{err: err, class: class}
+}
+
+func (e *markedError) Error() string   { return e.err.Error() }
+func (e *markedError) Unwrap() []error { return []error{e.err, e.class} }

@@ -1,0 +1,3 @@
+module github.com/krabka-io/krabka-dispatch
+
+go 1.26

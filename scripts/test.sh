@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs every test against real services: installs what is missing, starts each
+# service script found under scripts/services/, runs the Go tests with the
+# integration tag and the race detector, and stops the services on exit. Each
+# service writes the variables its tests read to .run/<service>/env.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+bash scripts/deps.sh
+
+services=()
+for s in scripts/services/*.sh; do
+	[ -e "$s" ] && services+=("$s")
+done
+
+stop_all() {
+	local rc=$?
+	for ((i=${#services[@]}-1; i>=0; i--)); do
+		bash "${services[$i]}" stop "$rc" || true
+	done
+	exit "$rc"
+}
+trap stop_all EXIT INT TERM
+
+for s in "${services[@]}"; do
+	bash "$s" start
+done
+for envfile in "$root"/.run/*/env; do
+	# shellcheck disable=SC1090
+	[ -e "$envfile" ] && . "$envfile"
+done
+
+go test -race -tags integration -timeout 40m -count=1 ./... 2>&1 | tee "$root/.run/test.log"
