@@ -1,0 +1,157 @@
+package dispatch
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"time"
+)
+
+// The primitives of the command log's layouts. Every integer is big-endian;
+// a string is an int16 length followed by that many bytes; a byte string is an
+// int32 length followed by that many bytes; a time is an int64 count of
+// milliseconds since the Unix epoch.
+
+// wireWriter appends the primitives to a buffer.
+type wireWriter struct {
+	buf []byte
+}
+
+func (w *wireWriter) int8(v int8)   { w.buf = append(w.buf, byte(v)) }
+func (w *wireWriter) int16(v int16) { w.buf = binary.BigEndian.AppendUint16(w.buf, uint16(v)) }
+func (w *wireWriter) int32(v int32) { w.buf = binary.BigEndian.AppendUint32(w.buf, uint32(v)) }
+func (w *wireWriter) int64(v int64) { w.buf = binary.BigEndian.AppendUint64(w.buf, uint64(v)) }
+func (w *wireWriter) time(t time.Time) {
+	w.int64(t.UnixMilli())
+}
+
+// string writes s with an int16 length. The caller has checked that s fits.
+func (w *wireWriter) string(s string) {
+	w.int16(int16(len(s)))
+	w.buf = append(w.buf, s...)
+}
+
+// bytes writes b with an int32 length. The caller has checked that b fits.
+func (w *wireWriter) bytes(b []byte) {
+	w.int32(int32(len(b)))
+	w.buf = append(w.buf, b...)
+}
+
+// wireReader consumes the primitives from a buffer. The first fault sticks:
+// every later read returns a zero value, and err reports the fault. A length
+// is checked against the bytes that remain before anything is allocated, so a
+// hostile length can never make the reader allocate more than its input.
+type wireReader struct {
+	buf []byte
+	off int
+	err error
+}
+
+func (r *wireReader) fail(format string, args ...any) {
+	if r.err == nil {
+		r.err = fmt.Errorf(format, args...)
+	}
+}
+
+// take returns the next n bytes, or nil after a fault.
+func (r *wireReader) take(n int, what string) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n > len(r.buf)-r.off {
+		r.fail("%s: truncated at byte %d: need %d bytes, %d remain", what, r.off, n, len(r.buf)-r.off)
+		return nil
+	}
+	b := r.buf[r.off : r.off+n]
+	r.off += n
+	return b
+}
+
+func (r *wireReader) int8(what string) int8 {
+	b := r.take(1, what)
+	if b == nil {
+		return 0
+	}
+	return int8(b[0])
+}
+
+func (r *wireReader) int16(what string) int16 {
+	b := r.take(2, what)
+	if b == nil {
+		return 0
+	}
+	return int16(binary.BigEndian.Uint16(b))
+}
+
+func (r *wireReader) int32(what string) int32 {
+	b := r.take(4, what)
+	if b == nil {
+		return 0
+	}
+	return int32(binary.BigEndian.Uint32(b))
+}
+
+func (r *wireReader) int64(what string) int64 {
+	b := r.take(8, what)
+	if b == nil {
+		return 0
+	}
+	return int64(binary.BigEndian.Uint64(b))
+}
+
+func (r *wireReader) time(what string) time.Time {
+	ms := r.int64(what)
+	if r.err != nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+// string reads an int16-length string of at most limit bytes.
+func (r *wireReader) string(what string, limit int) string {
+	n := r.int16(what + " length")
+	if r.err != nil {
+		return ""
+	}
+	if n < 0 {
+		r.fail("%s: negative length %d", what, n)
+		return ""
+	}
+	if int(n) > limit {
+		r.fail("%s: length %d is above the limit of %d", what, n, limit)
+		return ""
+	}
+	return string(r.take(int(n), what))
+}
+
+// bytes reads an int32-length byte string of at most limit bytes. An empty
+// byte string reads as nil.
+func (r *wireReader) bytes(what string, limit int) []byte {
+	n := r.int32(what + " length")
+	if r.err != nil {
+		return nil
+	}
+	if n < 0 {
+		r.fail("%s: negative length %d", what, n)
+		return nil
+	}
+	if int64(n) > int64(limit) {
+		r.fail("%s: length %d is above the limit of %d", what, n, limit)
+		return nil
+	}
+	b := r.take(int(n), what)
+	if len(b) == 0 {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}
+
+// end records a fault when bytes remain after the layout.
+func (r *wireReader) end() {
+	if r.err == nil && r.off != len(r.buf) {
+		r.fail("%d trailing bytes after byte %d", len(r.buf)-r.off, r.off)
+	}
+}
+
+// fitsInt16 reports whether a length fits an int16 length prefix.
+func fitsInt16(n int) bool { return n <= math.MaxInt16 }
