@@ -1,0 +1,359 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+)
+
+// FieldError is one fault of a configuration: the field by its YAML path
+// (such as "kafka.sasl.mechanism" or "devices[1].name"), the value found
+// there, and what is wrong with it.
+type FieldError struct {
+	// Field is the YAML path of the field.
+	Field string
+
+	// Value is the value found, as text. A secret is never quoted: its
+	// Value is "<redacted>".
+	Value string
+
+	// Problem says what is wrong, and where it can, what is wanted instead.
+	Problem string
+}
+
+// Error renders the fault as "field: value: problem".
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("%s: %q: %s", e.Field, e.Value, e.Problem)
+}
+
+// ValidationError lists every fault [Config.Validate] found, in file order.
+type ValidationError struct {
+	Problems []*FieldError
+}
+
+// Error renders one fault per line.
+func (e *ValidationError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "config: %d invalid setting", len(e.Problems))
+	if len(e.Problems) != 1 {
+		b.WriteString("s")
+	}
+	for _, p := range e.Problems {
+		b.WriteString("\n  ")
+		b.WriteString(p.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the faults, so errors.As finds a *FieldError.
+func (e *ValidationError) Unwrap() []error {
+	out := make([]error, len(e.Problems))
+	for i, p := range e.Problems {
+		out[i] = p
+	}
+	return out
+}
+
+// Field returns the fault of one field, or nil.
+func (e *ValidationError) Field(field string) *FieldError {
+	for _, p := range e.Problems {
+		if p.Field == field {
+			return p
+		}
+	}
+	return nil
+}
+
+const redacted = "<redacted>"
+
+// validator collects faults.
+type validator struct {
+	problems []*FieldError
+}
+
+func (v *validator) add(field, value, problem string, args ...any) {
+	v.problems = append(v.problems, &FieldError{Field: field, Value: value, Problem: fmt.Sprintf(problem, args...)})
+}
+
+// Validate checks every field of a completed config and returns a
+// *ValidationError that lists every fault, or nil. It reads the files and
+// environment variables that the config names for secrets and certificates,
+// to report a missing one now rather than at the first connection.
+func (c *Config) Validate() error {
+	var v validator
+	if _, err := coordination.NewRole(c.Role); err != nil {
+		v.add("role", c.Role, "want a role name of 1 to %d bytes", coordination.MaxRoleLen)
+	}
+	if _, err := coordination.NewMemberID(c.Member); err != nil {
+		v.add("member", c.Member, "want a member id of 1 to %d bytes", coordination.MaxMemberIDLen)
+	}
+	c.Kafka.validate(&v)
+	c.Lease.validate(&v)
+	c.Topics.validate(&v)
+	c.HTTP.validate(&v)
+	c.validateMembers(&v)
+	c.Dispatch.validate(&v, c.Lease.Duration)
+	c.validateDevices(&v)
+	if len(v.problems) == 0 {
+		return nil
+	}
+	return &ValidationError{Problems: v.problems}
+}
+
+func (k *Kafka) validate(v *validator) {
+	if len(k.Brokers) == 0 {
+		v.add("kafka.brokers", "", "want at least one broker as host:port")
+	}
+	for i, b := range k.Brokers {
+		if err := checkHostPort(b); err != nil {
+			v.add(fmt.Sprintf("kafka.brokers[%d]", i), b, "%v", err)
+		}
+	}
+	positive(v, "kafka.dial_timeout", k.DialTimeout)
+	positive(v, "kafka.request_timeout", k.RequestTimeout)
+	if t := k.TLS; t != nil {
+		fileReadable(v, "kafka.tls.ca_file", t.CAFile)
+		fileReadable(v, "kafka.tls.cert_file", t.CertFile)
+		fileReadable(v, "kafka.tls.key_file", t.KeyFile)
+		if (t.CertFile == "") != (t.KeyFile == "") {
+			if t.CertFile == "" {
+				v.add("kafka.tls.cert_file", "", "key_file is set: give cert_file too, or neither")
+			} else {
+				v.add("kafka.tls.key_file", "", "cert_file is set: give key_file too, or neither")
+			}
+		}
+	}
+	if s := k.SASL; s != nil {
+		switch s.Mechanism {
+		case MechanismPlain, MechanismScramSHA256, MechanismScramSHA512:
+		default:
+			v.add("kafka.sasl.mechanism", s.Mechanism, "want one of %s, %s, %s", MechanismPlain, MechanismScramSHA256, MechanismScramSHA512)
+		}
+		if s.Username == "" {
+			v.add("kafka.sasl.username", "", "required with sasl")
+		}
+		secretSource(v, "kafka.sasl.password", s.Password, s.PasswordFile, s.PasswordEnv, true)
+	}
+}
+
+func (l *Lease) validate(v *validator) {
+	ok := positive(v, "lease.duration", l.Duration)
+	ok = positive(v, "lease.renew_interval", l.RenewInterval) && ok
+	ok = positive(v, "lease.challenge_stagger", l.ChallengeStagger) && ok
+	positive(v, "lease.poll_interval", l.PollInterval)
+	if ok && l.RenewInterval >= l.Duration {
+		v.add("lease.renew_interval", l.RenewInterval.String(), "must be below lease.duration (%s); a third of it leaves two spare renewals", l.Duration)
+	}
+}
+
+func (t *Topics) validate(v *validator) {
+	checkTopicName(v, "topics.coordination", t.Coordination)
+	checkTopicName(v, "topics.log", t.Log)
+	checkTopicName(v, "topics.requests", t.Requests)
+	if t.CoordinationPartitions <= 0 {
+		v.add("topics.coordination_partitions", strconv.Itoa(t.CoordinationPartitions), "want a partition count above 0")
+	}
+	if t.Partitions <= 0 {
+		v.add("topics.partitions", strconv.Itoa(t.Partitions), "want a partition count above 0")
+	}
+	if t.Log != "" && t.Log == t.Requests {
+		v.add("topics.requests", t.Requests, "must differ from topics.log")
+	}
+	if t.Coordination != "" && (t.Coordination == t.Log || t.Coordination == t.Requests) {
+		v.add("topics.coordination", t.Coordination, "must differ from topics.log and topics.requests")
+	}
+}
+
+func (h *HTTP) validate(v *validator) {
+	if h.Listen != HTTPOff {
+		if err := checkListen(h.Listen); err != nil {
+			v.add("http.listen", h.Listen, "%v (or %q to disable)", err, HTTPOff)
+		}
+	}
+	secretSource(v, "http.token", h.Token, h.TokenFile, h.TokenEnv, false)
+	if h.ProtectReads && h.Token == "" && h.TokenFile == "" && h.TokenEnv == "" {
+		v.add("http.protect_reads", "true", "needs a token: set http.token, http.token_file or http.token_env")
+	}
+}
+
+func (c *Config) validateMembers(v *validator) {
+	for id, base := range c.Members {
+		field := "members." + id
+		if _, err := coordination.NewMemberID(id); err != nil {
+			v.add("members", id, "want member ids of 1 to %d bytes", coordination.MaxMemberIDLen)
+			continue
+		}
+		u, err := url.Parse(base)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.add(field, base, "want the base URL of the member's HTTP API, such as http://10.0.0.1:8080")
+		}
+	}
+	if len(c.Members) > 0 && c.Member != "" {
+		if _, ok := c.Members[c.Member]; !ok {
+			v.add("members", c.Member, "lists other members but not this one (member %q)", c.Member)
+		}
+	}
+}
+
+func (d *Dispatch) validate(v *validator, lease time.Duration) {
+	if positive(v, "dispatch.safety_margin", d.SafetyMargin) && lease > 0 && d.SafetyMargin >= lease {
+		v.add("dispatch.safety_margin", d.SafetyMargin.String(), "must be below lease.duration (%s), or the leader never dispatches", lease)
+	}
+	positive(v, "dispatch.shutdown_timeout", d.ShutdownTimeout)
+}
+
+func (c *Config) validateDevices(v *validator) {
+	seen := make(map[string]int, len(c.Devices))
+	for i, d := range c.Devices {
+		prefix := fmt.Sprintf("devices[%d]", i)
+		switch {
+		case d.Name == "":
+			v.add(prefix+".name", "", "required")
+		case strings.ContainsAny(d.Name, " \t\n/{}"):
+			v.add(prefix+".name", d.Name, "want a name without blanks, slashes or braces")
+		default:
+			if j, dup := seen[d.Name]; dup {
+				v.add(prefix+".name", d.Name, "already names devices[%d]", j)
+			}
+			seen[d.Name] = i
+		}
+		switch d.Type {
+		case DeviceMQTT:
+			if len(d.MQTT) == 0 {
+				v.add(prefix+".mqtt", "", "required for a device of type %s", DeviceMQTT)
+			}
+			if len(d.Modbus) != 0 {
+				v.add(prefix+".modbus", "set", "not allowed for a device of type %s", DeviceMQTT)
+			}
+		case DeviceModbus:
+			if len(d.Modbus) == 0 {
+				v.add(prefix+".modbus", "", "required for a device of type %s", DeviceModbus)
+			}
+			if len(d.MQTT) != 0 {
+				v.add(prefix+".mqtt", "set", "not allowed for a device of type %s", DeviceModbus)
+			}
+		default:
+			v.add(prefix+".type", d.Type, "want %s or %s", DeviceMQTT, DeviceModbus)
+			continue
+		}
+		if err := checkDevice(d); err != nil {
+			var fe *FieldError
+			if errors.As(err, &fe) {
+				v.add(prefix+"."+d.Type+"."+fe.Field, fe.Value, "%s", fe.Problem)
+			} else {
+				v.add(prefix+"."+d.Type, "", "%v", err)
+			}
+		}
+	}
+}
+
+// positive reports a negative or zero duration and returns whether d is
+// positive.
+func positive(v *validator, field string, d time.Duration) bool {
+	if d <= 0 {
+		v.add(field, d.String(), "want a duration above 0, such as 10s")
+		return false
+	}
+	return true
+}
+
+func fileReadable(v *validator, field, path string) {
+	if path == "" {
+		return
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		v.add(field, path, "cannot be read: %v", errors.Unwrap(err))
+		return
+	}
+	_ = f.Close()
+}
+
+// secretSource checks that at most one (or, when required, exactly one) of
+// the three places of a secret is set, and that the one set resolves.
+func secretSource(v *validator, field, inline, file, env string, required bool) {
+	n := 0
+	for _, s := range []string{inline, file, env} {
+		if s != "" {
+			n++
+		}
+	}
+	switch {
+	case n > 1:
+		v.add(field, redacted, "give only one of %s, %s_file and %s_env", leaf(field), leaf(field), leaf(field))
+		return
+	case n == 0 && required:
+		v.add(field, "", "required: set %s, %s_file or %s_env", leaf(field), leaf(field), leaf(field))
+		return
+	}
+	if file != "" {
+		fileReadable(v, field+"_file", file)
+	}
+	if env != "" {
+		if val, ok := os.LookupEnv(env); !ok || val == "" {
+			v.add(field+"_env", env, "the environment variable is unset or empty")
+		}
+	}
+}
+
+func leaf(field string) string {
+	if i := strings.LastIndexByte(field, '.'); i >= 0 {
+		return field[i+1:]
+	}
+	return field
+}
+
+func checkHostPort(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return errors.New("want host:port")
+	}
+	if host == "" {
+		return errors.New("want host:port with a host")
+	}
+	return checkPort(port)
+}
+
+func checkListen(s string) error {
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return errors.New("want host:port, such as 127.0.0.1:8080 or :8080")
+	}
+	if port == "0" {
+		return nil
+	}
+	return checkPort(port)
+}
+
+func checkPort(port string) error {
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("port %q is not a number from 1 to 65535", port)
+	}
+	return nil
+}
+
+// checkTopicName applies Kafka's rule for topic names.
+func checkTopicName(v *validator, field, name string) {
+	if name == "" {
+		v.add(field, name, "required")
+		return
+	}
+	if name == "." || name == ".." || len(name) > 249 {
+		v.add(field, name, "want 1 to 249 characters, not . or ..")
+		return
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			v.add(field, name, "want only letters, digits, '.', '_' and '-' (Kafka's rule for names)")
+			return
+		}
+	}
+}
