@@ -1,0 +1,184 @@
+package coordination
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// campaign is the wait of one AcquireLeadership call: it registers, reads
+// the partition of the role, and evaluates the succession rules until this
+// member may take the epoch.
+type campaign struct {
+	transport Transport
+	role      Role
+	member    MemberID
+	partition TopicPartition
+	settings  *settings
+	key       []byte // the registration key of the member
+
+	registered     bool  // an Append of the registration succeeded
+	lastRegistered int64 // the instant of the last registration, on the clock
+	lastOffset     int64 // the highest offset of the partition seen so far
+}
+
+// run registers and waits for the turn of the member. It returns the
+// leadership, with its renewal goroutine started, or the reason it gave up.
+func (c *campaign) run(ctx context.Context) (*Leadership, error) {
+	clock := c.settings.clock
+	if err := c.register(ctx); err != nil {
+		return nil, err
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		records, err := c.transport.ReadPartition(ctx, c.partition)
+		if err != nil {
+			return nil, c.cause(ctx, "read the partition", err)
+		}
+		changed := c.observe(records)
+		state := c.fold(records)
+		now := clock.NowMillis()
+		decision := Evaluate(state, c.member, now, c.settings.lease)
+		switch decision.Action {
+		case ActionHold, ActionChallenge:
+			l, err := c.challenge(ctx)
+			if err == nil {
+				return l, nil
+			}
+			if !errors.Is(err, ErrFenced) {
+				return nil, err
+			}
+			// Another member minted a newer epoch after ours. Give its
+			// first lease write the time to land, then wait for the turn
+			// again.
+			if err := c.wait(ctx, c.settings.pollInterval); err != nil {
+				return nil, err
+			}
+		case ActionNotRegistered:
+			// The registration is not in the roster: not yet visible, or
+			// withdrawn by a tombstone. Register again, at most once per
+			// poll interval, so a slow read does not push the member to the
+			// tail over and over.
+			since := millisBetween(c.lastRegistered, now)
+			if since >= c.settings.pollInterval {
+				if err := c.register(ctx); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			if changed {
+				continue
+			}
+			if err := c.wait(ctx, c.settings.pollInterval-since); err != nil {
+				return nil, err
+			}
+		case ActionWait:
+			// A read that showed a change is followed by another read at
+			// once: the transport may long-poll, and a standby should see a
+			// resignation quickly. A read that showed nothing new is followed
+			// by a wait until the next evaluation is due, or a poll interval.
+			if changed {
+				continue
+			}
+			wait := min(c.settings.pollInterval, millisBetween(now, decision.WaitUntil))
+			if err := c.wait(ctx, wait); err != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+// register appends the registration record of the member.
+func (c *campaign) register(ctx context.Context) error {
+	now := c.settings.clock.NowMillis()
+	value := EncodeRegistration(Registration{Member: c.member, RegisteredAt: now})
+	if err := c.transport.Append(ctx, c.partition, c.key, value); err != nil {
+		return c.cause(ctx, "register", err)
+	}
+	c.registered = true
+	c.lastRegistered = now
+	return nil
+}
+
+// challenge mints the epoch of the role and writes the first lease under it.
+// A fenced first write means another member minted a newer epoch in the
+// meantime; the error then wraps ErrFenced.
+func (c *campaign) challenge(ctx context.Context) (*Leadership, error) {
+	token, err := c.transport.AcquireEpoch(ctx, c.role)
+	if err != nil {
+		return nil, c.cause(ctx, "acquire the epoch", err)
+	}
+	l := newLeadership(c.transport, c.role, c.member, c.partition, c.settings, token)
+	start := time.Now()
+	now := l.clock.NowMillis()
+	lease := l.config.Grant(c.member, token, now)
+	next, err := l.writeLeaseRecord(ctx, token, EncodeLease(lease))
+	if err != nil {
+		return nil, c.cause(ctx, "write the first lease under token "+token.String(), err)
+	}
+	l.token = laterToken(token, next)
+	l.lease = lease
+	l.fresh = freshness{mono: start, millis: now}
+	l.start(ctx)
+	return l, nil
+}
+
+// wait blocks on the clock for the extent, or until ctx ends.
+func (c *campaign) wait(ctx context.Context, extent time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.settings.clock.After(extent):
+		return nil
+	}
+}
+
+// observe records the highest offset of a read and reports whether the read
+// showed a record that no earlier read showed.
+func (c *campaign) observe(records []StateRecord) bool {
+	changed := false
+	for _, record := range records {
+		if record.Offset > c.lastOffset {
+			c.lastOffset = record.Offset
+			changed = true
+		}
+	}
+	return changed
+}
+
+// fold builds the state of the role. A record that does not decode is
+// skipped: it may come from a newer version of the layout, and one bad record
+// must not stop every member of the role from competing.
+func (c *campaign) fold(records []StateRecord) RoleState {
+	b := NewRoleStateBuilder(c.role)
+	for _, record := range records {
+		_ = b.Apply(record)
+	}
+	return b.Build()
+}
+
+// withdraw writes a tombstone on the registration of a member that gave up,
+// so its rank does not delay the standbys behind it. It is best effort and
+// bounded: the caller is already on its way out with an error.
+func (c *campaign) withdraw(ctx context.Context) {
+	if !c.registered {
+		return
+	}
+	bound := max(c.settings.pollInterval, time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
+	defer cancel()
+	_ = c.transport.Append(ctx, c.partition, c.key, nil)
+}
+
+// cause wraps a transport error with the step that failed. When ctx ended,
+// the error wraps the context error too, so errors.Is finds it whatever the
+// transport returned.
+func (c *campaign) cause(ctx context.Context, step string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+		return fmt.Errorf("%s: %w: %w", step, ctxErr, err)
+	}
+	return fmt.Errorf("%s: %w", step, err)
+}
