@@ -201,4 +201,3 @@ func (h *Holder) Ops(ctx context.Context) (map[string]int64, error) {
 	ev, err := h.Next(ctx, func(ev HolderEvent) bool { return ev.Ev == EventOps })
 	return ev.Ops, err
 }
-
