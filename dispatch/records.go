@@ -297,11 +297,11 @@ func clipText(s string, limit int) string {
 		return s
 	}
 	const mark = "…"
-	cut := limit - len(mark)
-	if cut < 0 {
-		cut = 0
+	if limit < len(mark) {
+		return ""
 	}
-	for cut > 0 && cut < len(s) && s[cut]&0xC0 == 0x80 {
+	cut := limit - len(mark)
+	for cut > 0 && s[cut]&0xC0 == 0x80 {
 		cut--
 	}
 	return s[:cut] + mark
