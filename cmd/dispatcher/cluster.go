@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/internal/config"
+)
+
+// EnvBrokers is the environment variable that --brokers defaults from.
+const EnvBrokers = "DISPATCHER_BROKERS"
+
+// DefaultCommandTimeout bounds a short operator command (status, submit,
+// resolve, topics) unless --timeout says otherwise.
+const DefaultCommandTimeout = 15 * time.Second
+
+// ClusterOptions are the flags of every command that talks to the cluster:
+// where it is, which role, and how long to wait. Settings come from
+// --config when given, and flags override them.
+type ClusterOptions struct {
+	ConfigFile string
+	Brokers    []string
+	Role       string
+	Timeout    time.Duration
+
+	// Config is the completed configuration, set by Complete.
+	Config *config.Config
+}
+
+// AddFlags registers the flags on fs.
+func (o *ClusterOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVarP(&o.ConfigFile, "config", "c", "", "configuration file to take the cluster settings from")
+	fs.StringSliceVar(&o.Brokers, "brokers", nil, "seed brokers, host:port (default $"+EnvBrokers+")")
+	fs.StringVar(&o.Role, "role", "", "role (default: the config file's role)")
+	fs.DurationVar(&o.Timeout, "timeout", DefaultCommandTimeout, "bound on the whole command")
+}
+
+// Complete loads the configuration file, applies the flags over it, and
+// fills defaults.
+func (o *ClusterOptions) Complete() error {
+	var c *config.Config
+	if o.ConfigFile != "" {
+		loaded, err := config.Load(o.ConfigFile)
+		if err != nil {
+			return withCode(ExitUsage, err)
+		}
+		c = loaded
+	} else {
+		c = &config.Config{}
+	}
+	if len(o.Brokers) == 0 && len(c.Kafka.Brokers) == 0 {
+		if env := os.Getenv(EnvBrokers); env != "" {
+			o.Brokers = strings.Split(env, ",")
+		}
+	}
+	if len(o.Brokers) > 0 {
+		c.Kafka.Brokers = o.Brokers
+	}
+	if o.Role != "" {
+		c.Role = o.Role
+	}
+	if c.Member == "" {
+		c.Member = "dispatcher-cli"
+	}
+	c.Complete()
+	o.Config = c
+	return nil
+}
+
+// Validate checks the settings the command needs.
+func (o *ClusterOptions) Validate(needRole bool) error {
+	if len(o.Config.Kafka.Brokers) == 0 {
+		return usageErrorf("no brokers: pass --brokers, --config, or set $%s", EnvBrokers)
+	}
+	if o.Timeout <= 0 {
+		return usageErrorf("--timeout %v: want a duration above 0", o.Timeout)
+	}
+	if needRole {
+		if _, err := coordination.NewRole(o.Config.Role); err != nil {
+			return usageErrorf("no role: pass --role or --config")
+		}
+	}
+	return nil
+}
+
+// role returns the validated role.
+func (o *ClusterOptions) role() coordination.Role {
+	r, _ := coordination.NewRole(o.Config.Role)
+	return r
+}
+
+// clientOptions returns the franz-go options that reach the cluster.
+func (o *ClusterOptions) clientOptions() ([]kgo.Opt, error) {
+	opts, err := o.Config.Kafka.ClientOptions()
+	if err != nil {
+		return nil, withCode(ExitUsage, err)
+	}
+	return opts, nil
+}
+
+// coordinationOptions returns the options of package coordination that the
+// configuration sets.
+func (o *ClusterOptions) coordinationOptions() []coordination.Option {
+	c := o.Config
+	return []coordination.Option{
+		coordination.WithTopic(c.Topics.Coordination),
+		coordination.WithPartitions(c.Topics.CoordinationPartitions),
+		coordination.WithLeaseDuration(c.Lease.Duration),
+		coordination.WithRenewInterval(c.Lease.RenewInterval),
+		coordination.WithChallengeStagger(c.Lease.ChallengeStagger),
+		coordination.WithPollInterval(c.Lease.PollInterval),
+	}
+}
+
+// unavailable marks an error of reaching the cluster, unless the context
+// ran out for another reason than the timeout.
+func unavailable(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil && !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+		return err
+	}
+	return withCode(ExitUnavailable, fmt.Errorf("cluster: %w", err))
+}
