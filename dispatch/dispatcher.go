@@ -1,0 +1,385 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Leader is the part of a leadership that a [Dispatcher] uses.
+// *coordination.Leadership satisfies it.
+type Leader interface {
+	// Role is the role the leadership holds.
+	Role() coordination.Role
+
+	// Member is the member that holds it.
+	Member() coordination.MemberID
+
+	// Token is the token the transaction coordinator holds for the role now.
+	Token() coordination.FencingToken
+
+	// Done closes when the leadership ends; Err then says why.
+	Done() <-chan struct{}
+
+	// Err reports why the leadership ended, after Done closed.
+	Err() error
+
+	// Write runs one guarded transaction, serialised with the lease
+	// renewals, and returns the token the records were written under. build
+	// receives that token. An error that wraps coordination.ErrFenced or
+	// coordination.ErrOutcomeUnknown ends the leadership.
+	Write(ctx context.Context, build func(token coordination.FencingToken) ([]coordination.GuardedRecord, error)) (coordination.FencingToken, error)
+
+	// ValidFor is the lease freshness: how long the lease has left, measured
+	// on the monotonic clock from just before the last committed grant or
+	// renewal was written.
+	ValidFor() time.Duration
+
+	// Renew writes a lease renewal now.
+	Renew(ctx context.Context) error
+}
+
+// ErrHalted reports that the dispatcher stopped before the command's outcome
+// was recorded: the leadership ended or Run's context ended. The outcome is
+// unknown to this member; the next leader's recovery records it.
+var ErrHalted = errors.New("dispatch: the dispatcher halted; the command's outcome is unknown here")
+
+// ErrAlreadyRun reports a second call of [Dispatcher.Run]. A Dispatcher
+// serves one leadership once; build a new one for the next.
+var ErrAlreadyRun = errors.New("dispatch: Run was already called")
+
+// Dispatcher drives devices for the role of one leadership, as the package
+// doc's "Lifecycle" section describes. Build one with [NewDispatcher] each
+// time the member acquires the role, and call Run.
+//
+// Run starts these goroutines, and returns only after every one of them has
+// exited: the halt watcher, the log committer, intake from the requests topic
+// (with [WithRequestSource]), and one worker per device with queued commands.
+//
+// A Dispatcher is safe for concurrent use.
+type Dispatcher struct {
+	leader   Leader
+	registry *Registry
+	log      LogReader
+	cfg      *config
+	tel      *telemetry
+	fresh    *freshness
+
+	role      string
+	member    string
+	logTP     coordination.TopicPartition
+	requestTP coordination.TopicPartition
+
+	// haltCtx is cancelled the instant the dispatcher halts; every
+	// transaction and every Dispatch call runs under it.
+	haltCtx context.Context
+	halt    context.CancelCauseFunc
+
+	ready   chan struct{} // closed when recovery finished
+	devices chan struct{} // semaphore of the devices driven at once
+	wg      sync.WaitGroup
+
+	mu       sync.Mutex
+	ran      bool
+	halted   bool
+	commands map[string]*command
+	queue    []*item // records waiting for a transaction
+	queued   int     // command records in queue, bounded by maxQueued
+	wake     chan struct{}
+	room     chan struct{} // closed and replaced when the queue shrinks
+	lanes    map[string]*lane
+	intake   int64 // next offset of the requests partition, recovered or committed
+}
+
+// phase is where a command stands in this dispatcher.
+type phase int
+
+const (
+	phaseQueued   phase = iota // its Issued record waits for a transaction
+	phaseIssued                // a record committed under which it may be dispatched
+	phaseInDoubt               // recorded in doubt; an operator resolves it
+	phaseTerminal              // a terminal outcome committed
+)
+
+// command is the state of one command ID that the log holds or will hold.
+type command struct {
+	cmd     Command
+	phase   phase
+	attempt int
+	token   coordination.FencingToken
+	outcome Outcome
+	// settled is closed when the command reaches phaseInDoubt or
+	// phaseTerminal; a redispatch replaces it.
+	settled chan struct{}
+	// span is the command's trace, carried into every record about it.
+	span     trace.SpanContext
+	issuedAt time.Time
+	// resolving reports an operator's resolve whose record is queued.
+	resolving bool
+}
+
+// NewDispatcher checks its arguments and options and returns a Dispatcher
+// for the leadership of leader. It starts nothing: call Run.
+//
+// log reads the role's partition of the command log at takeover; the
+// registry resolves the device names of commands.
+func NewDispatcher(leader Leader, registry *Registry, log LogReader, options ...Option) (*Dispatcher, error) {
+	if leader == nil {
+		return nil, errors.New("dispatch: leader is nil")
+	}
+	if registry == nil {
+		return nil, errors.New("dispatch: registry is nil")
+	}
+	if log == nil {
+		return nil, errors.New("dispatch: log reader is nil")
+	}
+	cfg, err := newConfig(options)
+	if err != nil {
+		return nil, err
+	}
+	role := leader.Role()
+	logPartition, err := coordination.RolePartition(role, cfg.logPartitions)
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: log partition: %w", err)
+	}
+	requestPartition, err := coordination.RolePartition(role, cfg.requestsPartitions)
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: requests partition: %w", err)
+	}
+	tel, err := newTelemetry(cfg.tracerProvider, cfg.meterProvider)
+	if err != nil {
+		return nil, err
+	}
+	d := &Dispatcher{
+		leader:    leader,
+		registry:  registry,
+		log:       log,
+		cfg:       cfg,
+		tel:       tel,
+		role:      role.String(),
+		member:    leader.Member().String(),
+		logTP:     coordination.TopicPartition{Topic: cfg.logTopic, Partition: logPartition},
+		requestTP: coordination.TopicPartition{Topic: cfg.requestsTopic, Partition: requestPartition},
+		ready:     make(chan struct{}),
+		devices:   make(chan struct{}, cfg.maxParallelDevices),
+		commands:  make(map[string]*command),
+		wake:      make(chan struct{}, 1),
+		room:      make(chan struct{}),
+		lanes:     make(map[string]*lane),
+	}
+	d.fresh = newFreshness(leader, cfg.safetyMargin, cfg.writeRetryBackoff)
+	d.haltCtx, d.halt = context.WithCancelCause(context.Background())
+	return d, nil
+}
+
+// LogPartition returns the partition of the command log that holds the
+// role's records.
+func (d *Dispatcher) LogPartition() coordination.TopicPartition { return d.logTP }
+
+// RequestsPartition returns the partition of the requests topic that intake
+// reads.
+func (d *Dispatcher) RequestsPartition() coordination.TopicPartition { return d.requestTP }
+
+// Run recovers the role's state from the command log (see "Lifecycle" in the
+// package doc), then takes commands from intake and [Dispatcher.Submit] and
+// dispatches them, until the leadership ends or ctx ends.
+//
+// When either ends, Run halts: it cancels the context of every Dispatch in
+// flight at once, stops intake, writes nothing more, and fails every waiting
+// Submit with [ErrHalted]. It returns after every goroutine it started has
+// exited, which includes every Dispatch call returning. It returns an error
+// that wraps the leadership's Err, or ctx's error, or the error that ended
+// recovery.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	d.mu.Lock()
+	if d.ran {
+		d.mu.Unlock()
+		return ErrAlreadyRun
+	}
+	d.ran = true
+	d.mu.Unlock()
+	defer d.stop(ErrHalted)
+	defer d.tel.close()
+
+	d.wg.Go(func() { d.watch(ctx) })
+	defer d.wg.Wait()
+
+	if err := d.recover(d.haltCtx); err != nil {
+		d.stop(err)
+		return d.cause()
+	}
+	close(d.ready)
+	d.wg.Go(d.commitLoop)
+	if d.cfg.requests != nil {
+		d.wg.Go(d.intakeLoop)
+	}
+	<-d.haltCtx.Done()
+	return d.cause()
+}
+
+// cause returns why the dispatcher halted.
+func (d *Dispatcher) cause() error {
+	err := context.Cause(d.haltCtx)
+	if errors.Is(err, errLeadershipEnded) {
+		if lerr := d.leader.Err(); lerr != nil {
+			return fmt.Errorf("%w: %w", errLeadershipEnded, lerr)
+		}
+	}
+	return err
+}
+
+var errLeadershipEnded = errors.New("dispatch: the leadership ended")
+
+// watch halts the dispatcher the instant the leadership or ctx ends.
+func (d *Dispatcher) watch(ctx context.Context) {
+	select {
+	case <-d.leader.Done():
+		d.stop(errLeadershipEnded)
+	case <-ctx.Done():
+		d.stop(ctx.Err())
+	case <-d.haltCtx.Done():
+	}
+}
+
+// stop halts the dispatcher: every Dispatch context and every transaction in
+// flight is cancelled, and every waiter is released. It is idempotent.
+func (d *Dispatcher) stop(cause error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.halted {
+		return
+	}
+	d.halted = true
+	d.halt(cause)
+	d.queue = nil
+	d.queued = 0
+	close(d.room)
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Submit records cmd in the command log and waits for its outcome: the
+// device's result, or a rejection, an expiry, or an in-doubt outcome. It
+// fills in an empty Role with the dispatcher's role, a zero SubmittedAt with
+// now, and a zero Deadline with SubmittedAt plus the command timeout
+// ([WithCommandTimeout]).
+//
+// A command whose ID the log already holds is not dispatched again; Submit
+// returns (or waits for) the outcome of the first. A command that
+// [Command.Validate] refuses returns its *InvalidCommandError and is not
+// recorded. A command for a device that the registry lacks is recorded as
+// rejected.
+//
+// Submit returns [ErrHalted] when the dispatcher halts first; the command
+// may then have been recorded and even dispatched. When ctx ends first it
+// returns ctx's error, and the command goes on without the caller.
+func (d *Dispatcher) Submit(ctx context.Context, cmd Command) (Outcome, error) {
+	ctx, span := d.tel.startSubmit(ctx, cmd)
+	defer span.End()
+	cmd = d.complete(cmd, time.Now())
+	if err := cmd.Validate(); err != nil {
+		span.RecordError(err)
+		return Outcome{}, err
+	}
+	select {
+	case <-d.ready:
+	case <-d.haltCtx.Done():
+		return Outcome{}, ErrHalted
+	case <-ctx.Done():
+		return Outcome{}, ctx.Err()
+	}
+	c, err := d.accept(ctx, cmd, span.SpanContext(), nil)
+	if err != nil {
+		return Outcome{}, err
+	}
+	return d.await(ctx, c)
+}
+
+// complete fills in the fields a submitter may leave empty.
+func (d *Dispatcher) complete(cmd Command, now time.Time) Command {
+	if cmd.Role == "" {
+		cmd.Role = d.role
+	}
+	if cmd.SubmittedAt.IsZero() {
+		cmd.SubmittedAt = now
+	}
+	if cmd.Deadline.IsZero() {
+		cmd.Deadline = cmd.SubmittedAt.Add(d.cfg.commandTimeout)
+	}
+	return cmd
+}
+
+// await waits for c to settle.
+func (d *Dispatcher) await(ctx context.Context, c *command) (Outcome, error) {
+	d.mu.Lock()
+	settled := c.settled
+	d.mu.Unlock()
+	select {
+	case <-settled:
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return c.outcome, nil
+	case <-d.haltCtx.Done():
+		// A settle that committed just before the halt still counts.
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if (c.phase == phaseTerminal || c.phase == phaseInDoubt) && !c.resolving {
+			return c.outcome, nil
+		}
+		return Outcome{}, ErrHalted
+	case <-ctx.Done():
+		return Outcome{}, ctx.Err()
+	}
+}
+
+// Lookup returns the latest outcome of the command with this ID. ok is false
+// for an ID the log does not hold; an outcome with StatusPending means the
+// command is queued, issued or in dispatch.
+func (d *Dispatcher) Lookup(id string) (outcome Outcome, ok bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c, ok := d.commands[id]
+	if !ok {
+		return Outcome{}, false
+	}
+	if c.phase == phaseQueued || c.phase == phaseIssued {
+		return Outcome{CommandID: id, Status: StatusPending, Attempt: c.attempt}, true
+	}
+	return c.outcome, true
+}
+
+// InDoubt returns the IDs of the commands recorded in doubt and not yet
+// resolved, for an operator to [Dispatcher.Resolve].
+func (d *Dispatcher) InDoubt() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var ids []string
+	for id, c := range d.commands {
+		if c.phase == phaseInDoubt {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// counts returns the pending and in-doubt command counts, for the gauges.
+func (d *Dispatcher) counts() (pending, inDoubt int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, c := range d.commands {
+		switch c.phase {
+		case phaseQueued, phaseIssued:
+			pending++
+		case phaseInDoubt:
+			inDoubt++
+		}
+	}
+	return pending, inDoubt
+}

@@ -1,0 +1,412 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Header keys that every record of the command log carries beside the W3C
+// trace context ("traceparent", "tracestate"). The token and the member are
+// in the record value too; the headers let a tool read them without the
+// codec.
+const (
+	// HeaderToken carries the fencing token, in FencingToken.String's form.
+	HeaderToken = "krabka-token"
+
+	// HeaderMember carries the member that held the role.
+	HeaderMember = "krabka-member"
+)
+
+// item is one record that waits for a transaction of the command log, or a
+// bare intake mark for a request that needs no record of its own.
+type item struct {
+	// key and value are encoded under a stand-in token; the transaction
+	// writes its own token into value (see stampToken).
+	key, value []byte
+	headers    []coordination.Header
+
+	// counted reports whether the item counts towards maxQueued.
+	counted bool
+
+	// intake reports that the item covers the request before intakeNext.
+	intake     bool
+	intakeNext int64
+
+	// committed applies the record's effect, under d.mu, once the
+	// transaction committed under token.
+	committed func(token coordination.FencingToken)
+
+	// span ends when the record commits.
+	span trace.Span
+}
+
+// valueTokenOffset is where the producer id starts in an entry value: after
+// the int16 version. The int16 epoch follows it. See "The command log".
+const valueTokenOffset = 2
+
+// stampToken writes token into an encoded entry value in place.
+func stampToken(value []byte, token coordination.FencingToken) {
+	binary.BigEndian.PutUint64(value[valueTokenOffset:], uint64(token.ProducerID()))
+	binary.BigEndian.PutUint16(value[valueTokenOffset+8:], uint16(token.ProducerEpoch()))
+}
+
+// standInToken is a valid token to encode with before the transaction's own
+// is known.
+func standInToken() coordination.FencingToken {
+	t, _ := coordination.NewFencingToken(0, 0)
+	return t
+}
+
+// newItem encodes an entry of the given kind and body.
+func (d *Dispatcher) newItem(e Entry, span trace.SpanContext) (*item, error) {
+	e.Role = d.role
+	e.Member = d.member
+	e.Token = standInToken()
+	if e.At.IsZero() {
+		e.At = time.Now()
+	}
+	key, value, err := EncodeEntry(e)
+	if err != nil {
+		return nil, err
+	}
+	return &item{key: key, value: value, headers: traceHeaders(span)}, nil
+}
+
+// enqueue appends items to the queue and wakes the committer. The caller
+// holds d.mu.
+func (d *Dispatcher) enqueue(items ...*item) {
+	for _, it := range items {
+		if it.counted {
+			d.queued++
+		}
+	}
+	d.queue = append(d.queue, items...)
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// waitRoom waits, with d.mu held on entry and on return, until the queue has
+// room for one more command.
+func (d *Dispatcher) waitRoom(ctx context.Context) error {
+	for d.queued >= d.cfg.maxQueued && !d.halted {
+		room := d.room
+		d.mu.Unlock()
+		select {
+		case <-room:
+		case <-ctx.Done():
+			d.mu.Lock()
+			return ctx.Err()
+		}
+		d.mu.Lock()
+	}
+	if d.halted {
+		return ErrHalted
+	}
+	return nil
+}
+
+// accept registers cmd, a valid command, and queues its records. A command
+// whose ID is known is returned as it stands. mark, when set, is the intake
+// mark of the request that carried cmd.
+func (d *Dispatcher) accept(ctx context.Context, cmd Command, span trace.SpanContext, mark *item) (*command, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.waitRoom(ctx); err != nil {
+		return nil, err
+	}
+	if c, ok := d.commands[cmd.ID]; ok {
+		if mark != nil {
+			d.enqueue(mark)
+		}
+		return c, nil
+	}
+	issued, err := d.newItem(Entry{Kind: EntryIssued, Issued: &Issued{Command: cmd}}, span)
+	if err != nil {
+		return nil, err
+	}
+	c := &command{cmd: cmd, phase: phaseQueued, attempt: FirstAttempt, settled: make(chan struct{}), span: span, issuedAt: time.Now()}
+
+	// A command that may not be dispatched is recorded with its outcome in
+	// the same transaction, or the next.
+	var final *Outcome
+	if _, err := d.registry.Lookup(cmd.Device); err != nil {
+		final = &Outcome{Status: StatusRejected, Reason: err.Error()}
+	} else if !time.Now().Before(cmd.Deadline) {
+		final = &Outcome{Status: StatusExpired, Reason: "the deadline passed before the command was issued"}
+	}
+
+	issued.counted = true
+	issued.span = d.tel.startRecord(span, "dispatch.issue")
+	if mark != nil {
+		issued.intake, issued.intakeNext = true, mark.intakeNext
+	}
+	issued.committed = func(token coordination.FencingToken) {
+		c.token = token
+		d.setPhase(c, phaseIssued)
+		if final == nil {
+			d.enqueueJob(c, token, FirstAttempt)
+		}
+	}
+	items := []*item{issued}
+	if final != nil {
+		final.Attempt = FirstAttempt
+		out, err := d.outcomeItem(c, *final)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, out)
+	}
+	d.commands[cmd.ID] = c
+	d.tel.pendingDelta(1)
+	d.enqueue(items...)
+	return c, nil
+}
+
+// outcomeItem builds the record of o for c; it settles c when it commits.
+func (d *Dispatcher) outcomeItem(c *command, o Outcome) (*item, error) {
+	o.CommandID = c.cmd.ID
+	o.Reason = clipText(o.Reason, MaxReasonLen)
+	o.Result.Detail = clipText(o.Result.Detail, MaxDetailLen)
+	if len(o.Result.Data) > MaxResultDataLen {
+		o.Result.Data = o.Result.Data[:MaxResultDataLen]
+	}
+	it, err := d.newItem(Entry{Kind: EntryOutcome, Outcome: &o}, c.span)
+	if err != nil {
+		return nil, err
+	}
+	it.span = d.tel.startRecord(c.span, "dispatch.outcome")
+	it.committed = func(coordination.FencingToken) { d.settle(c, o) }
+	return it, nil
+}
+
+// record queues the outcome o of c. It reports false when the dispatcher
+// halted, or the outcome could not be encoded, which leaves c pending for
+// the next leader.
+func (d *Dispatcher) record(c *command, o Outcome) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.halted {
+		return false
+	}
+	it, err := d.outcomeItem(c, o)
+	if err != nil {
+		d.cfg.logger.Error("dispatch: cannot encode an outcome", "command", c.cmd.ID, "err", err)
+		return false
+	}
+	d.enqueue(it)
+	return true
+}
+
+// setPhase moves c to p and keeps the gauges. The caller holds d.mu.
+func (d *Dispatcher) setPhase(c *command, p phase) {
+	was := c.phase
+	c.phase = p
+	pendingOf := func(p phase) int64 {
+		if p == phaseQueued || p == phaseIssued {
+			return 1
+		}
+		return 0
+	}
+	inDoubtOf := func(p phase) int64 {
+		if p == phaseInDoubt {
+			return 1
+		}
+		return 0
+	}
+	d.tel.pendingDelta(pendingOf(p) - pendingOf(was))
+	d.tel.inDoubtDelta(inDoubtOf(p) - inDoubtOf(was))
+}
+
+// settle applies a committed outcome. The caller holds d.mu.
+func (d *Dispatcher) settle(c *command, o Outcome) {
+	c.outcome = o
+	c.resolving = false
+	if o.Status == StatusInDoubt {
+		d.setPhase(c, phaseInDoubt)
+	} else {
+		d.setPhase(c, phaseTerminal)
+	}
+	d.tel.countOutcome(o.Status)
+	select {
+	case <-c.settled:
+	default:
+		close(c.settled)
+	}
+}
+
+// commitLoop runs one transaction at a time, each with every record that
+// queued while the one before was in flight, up to the batch bounds.
+func (d *Dispatcher) commitLoop() {
+	for {
+		batch := d.takeBatch()
+		if batch == nil {
+			return
+		}
+		d.commit(batch)
+	}
+}
+
+// takeBatch waits for queued records and takes the next batch. It returns
+// nil when the dispatcher halted.
+func (d *Dispatcher) takeBatch() []*item {
+	for {
+		d.mu.Lock()
+		if d.halted {
+			d.mu.Unlock()
+			return nil
+		}
+		if len(d.queue) > 0 {
+			break
+		}
+		d.mu.Unlock()
+		select {
+		case <-d.wake:
+		case <-d.haltCtx.Done():
+		}
+	}
+	defer d.mu.Unlock()
+	records, bytes, n := 0, 0, 0
+	intake := false
+	for _, it := range d.queue {
+		add := 0
+		if it.key != nil {
+			add = 1
+		}
+		if it.intake && !intake {
+			add++ // the intake record of the batch
+		}
+		size := len(it.key) + len(it.value)
+		if n > 0 && (records+add > d.cfg.maxBatchRecords || bytes+size > d.cfg.maxBatchBytes) {
+			break
+		}
+		records += add
+		bytes += size
+		intake = intake || it.intake
+		n++
+	}
+	batch := d.queue[:n:n]
+	d.queue = d.queue[n:]
+	if len(d.queue) == 0 {
+		d.queue = nil
+	}
+	for _, it := range batch {
+		if it.counted {
+			d.queued--
+		}
+	}
+	close(d.room)
+	d.room = make(chan struct{})
+	return batch
+}
+
+// commit writes batch in one transaction, retrying a failure that leaves the
+// leadership in place, and applies the effects once it committed.
+func (d *Dispatcher) commit(batch []*item) {
+	intakeNext, hasIntake := int64(0), false
+	for _, it := range batch {
+		if it.intake {
+			intakeNext, hasIntake = it.intakeNext, true
+		}
+	}
+	d.mu.Lock()
+	intakeFrom := d.intake
+	d.mu.Unlock()
+
+	var intakeValue, intakeKey []byte
+	if hasIntake {
+		it, err := d.newItem(Entry{Kind: EntryIntake, Intake: &IntakePosition{
+			Topic: d.requestTP.Topic, Partition: d.requestTP.Partition,
+			FromOffset: intakeFrom, NextOffset: intakeNext,
+		}}, trace.SpanContext{})
+		if err != nil {
+			d.cfg.logger.Error("dispatch: cannot encode the intake position", "err", err)
+			d.stop(fmt.Errorf("dispatch: encode intake position: %w", err))
+			return
+		}
+		intakeKey, intakeValue = it.key, it.value
+	}
+
+	build := func(token coordination.FencingToken) ([]coordination.GuardedRecord, error) {
+		common := []coordination.Header{
+			{Key: HeaderToken, Value: []byte(token.String())},
+			{Key: HeaderMember, Value: []byte(d.member)},
+		}
+		records := make([]coordination.GuardedRecord, 0, len(batch)+1)
+		for _, it := range batch {
+			if it.key == nil {
+				continue
+			}
+			stampToken(it.value, token)
+			records = append(records, coordination.GuardedRecord{
+				Partition: d.logTP, Key: it.key, Value: it.value,
+				Headers: append(append([]coordination.Header(nil), common...), it.headers...),
+			})
+		}
+		if hasIntake {
+			stampToken(intakeValue, token)
+			records = append(records, coordination.GuardedRecord{
+				Partition: d.logTP, Key: intakeKey, Value: intakeValue, Headers: common,
+			})
+		}
+		return records, nil
+	}
+
+	start := time.Now()
+	var token coordination.FencingToken
+	for {
+		var err error
+		token, err = d.leader.Write(d.haltCtx, build)
+		if err == nil {
+			break
+		}
+		if d.haltCtx.Err() != nil || errors.Is(err, coordination.ErrFenced) || errors.Is(err, coordination.ErrOutcomeUnknown) || errors.Is(err, coordination.ErrNotHeld) {
+			// The leadership ends with these; the halt watcher stops the
+			// rest. The records are in doubt and the next leader reads what
+			// committed.
+			d.endSpans(batch, err)
+			return
+		}
+		d.cfg.logger.Warn("dispatch: a log transaction failed; trying again", "records", len(batch), "err", err)
+		select {
+		case <-time.After(d.cfg.writeRetryBackoff):
+		case <-d.haltCtx.Done():
+			d.endSpans(batch, err)
+			return
+		}
+	}
+	d.tel.commitLatency(time.Since(start))
+	d.endSpans(batch, nil)
+
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.halted {
+		return
+	}
+	for _, it := range batch {
+		if it.committed != nil {
+			it.committed(token)
+		}
+	}
+	if hasIntake {
+		d.intake = intakeNext
+	}
+}
+
+func (d *Dispatcher) endSpans(batch []*item, err error) {
+	for _, it := range batch {
+		if it.span != nil {
+			if err != nil {
+				it.span.RecordError(err)
+			}
+			it.span.End()
+		}
+	}
+}

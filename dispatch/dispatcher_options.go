@@ -1,0 +1,319 @@
+package dispatch
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+)
+
+const (
+	// DefaultMaxBatchRecords is the default bound on the records of one
+	// transaction of the command log. Commands and outcomes that arrive while
+	// a transaction is in flight wait for the next one, up to this many
+	// records. Change it with [WithMaxBatchRecords].
+	DefaultMaxBatchRecords = 500
+
+	// DefaultMaxBatchBytes is the default bound on the encoded keys and
+	// values of one transaction, 1 MiB, Kafka's default max.request.size.
+	// A single record above it still goes, alone. Change it with
+	// [WithMaxBatchBytes].
+	DefaultMaxBatchBytes = 1 << 20
+
+	// DefaultMaxQueued is the default bound on the commands and outcomes that
+	// wait for a transaction. Submit and intake block while it is reached.
+	// Change it with [WithMaxQueued].
+	DefaultMaxQueued = 10000
+
+	// DefaultMaxParallelDevices is the default bound on the devices that the
+	// dispatcher drives at once. Change it with [WithMaxParallelDevices].
+	DefaultMaxParallelDevices = 64
+
+	// DefaultMaxAttempts is the default number of Dispatch calls for one
+	// command whose device keeps returning a retryable error. Change it with
+	// [WithMaxAttempts].
+	DefaultMaxAttempts = 5
+
+	// DefaultRetryBackoff is the default wait before the first retry of a
+	// retryable device error; each further retry waits twice as long, up to
+	// [DefaultMaxRetryBackoff]. Change both with [WithRetryBackoff].
+	DefaultRetryBackoff = 100 * time.Millisecond
+
+	// DefaultMaxRetryBackoff is the default ceiling of the retry backoff.
+	DefaultMaxRetryBackoff = 2 * time.Second
+
+	// DefaultSafetyMargin is the default lease freshness below which the
+	// dispatcher drives no device: it waits for a renewal to commit first.
+	// It must exceed the clock skew between members plus the time one
+	// Dispatch call needs to reach the hardware. Change it with
+	// [WithSafetyMargin].
+	DefaultSafetyMargin = 2 * time.Second
+
+	// DefaultCommandTimeout is the default time to live of a command that
+	// arrives without a Deadline: its deadline becomes its submission time
+	// plus this extent. Change it with [WithCommandTimeout].
+	DefaultCommandTimeout = time.Minute
+
+	// DefaultWriteRetryBackoff is the default wait before a transaction of
+	// the command log that failed without ending the leadership is tried
+	// again.
+	DefaultWriteRetryBackoff = 200 * time.Millisecond
+)
+
+// Option configures a [Dispatcher]. Each option checks its own value; a
+// rejected option names the bad value and NewDispatcher returns its error.
+type Option func(*config) error
+
+type config struct {
+	logTopic           string
+	logPartitions      int
+	requestsTopic      string
+	requestsPartitions int
+	requests           RequestSource
+	maxBatchRecords    int
+	maxBatchBytes      int
+	maxQueued          int
+	maxParallelDevices int
+	maxAttempts        int
+	retryBackoff       time.Duration
+	maxRetryBackoff    time.Duration
+	safetyMargin       time.Duration
+	commandTimeout     time.Duration
+	writeRetryBackoff  time.Duration
+	tracerProvider     trace.TracerProvider
+	meterProvider      metric.MeterProvider
+	logger             *slog.Logger
+}
+
+func newConfig(options []Option) (*config, error) {
+	c := &config{
+		logTopic:           DefaultLogTopic,
+		logPartitions:      DefaultTopicPartitions,
+		requestsTopic:      DefaultRequestsTopic,
+		requestsPartitions: DefaultTopicPartitions,
+		maxBatchRecords:    DefaultMaxBatchRecords,
+		maxBatchBytes:      DefaultMaxBatchBytes,
+		maxQueued:          DefaultMaxQueued,
+		maxParallelDevices: DefaultMaxParallelDevices,
+		maxAttempts:        DefaultMaxAttempts,
+		retryBackoff:       DefaultRetryBackoff,
+		maxRetryBackoff:    DefaultMaxRetryBackoff,
+		safetyMargin:       DefaultSafetyMargin,
+		commandTimeout:     DefaultCommandTimeout,
+		writeRetryBackoff:  DefaultWriteRetryBackoff,
+		tracerProvider:     tracenoop.NewTracerProvider(),
+		meterProvider:      metricnoop.NewMeterProvider(),
+		logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	for _, option := range options {
+		if option == nil {
+			continue
+		}
+		if err := option(c); err != nil {
+			return nil, err
+		}
+	}
+	if c.maxRetryBackoff < c.retryBackoff {
+		return nil, fmt.Errorf("dispatch: max retry backoff %v is below the retry backoff %v", c.maxRetryBackoff, c.retryBackoff)
+	}
+	return c, nil
+}
+
+var errNotPositive = errors.New("must be positive")
+
+func positive[T int | time.Duration](what string, v T) error {
+	if v <= 0 {
+		return fmt.Errorf("dispatch: %s %v: %w", what, v, errNotPositive)
+	}
+	return nil
+}
+
+// WithLogTopic names the command log topic and its partition count,
+// overriding [DefaultLogTopic] and [DefaultTopicPartitions]. The records of
+// the role go to its RolePartition of this topic.
+func WithLogTopic(topic string, partitions int) Option {
+	return func(c *config) error {
+		if topic == "" {
+			return errors.New("dispatch: log topic is empty")
+		}
+		if err := positive("log partitions", partitions); err != nil {
+			return err
+		}
+		c.logTopic, c.logPartitions = topic, partitions
+		return nil
+	}
+}
+
+// WithRequestsTopic names the requests topic and its partition count,
+// overriding [DefaultRequestsTopic] and [DefaultTopicPartitions]. Intake reads
+// the RolePartition of the role.
+func WithRequestsTopic(topic string, partitions int) Option {
+	return func(c *config) error {
+		if topic == "" {
+			return errors.New("dispatch: requests topic is empty")
+		}
+		if err := positive("requests partitions", partitions); err != nil {
+			return err
+		}
+		c.requestsTopic, c.requestsPartitions = topic, partitions
+		return nil
+	}
+}
+
+// WithRequestSource turns on intake from the requests topic through source.
+// Without it the dispatcher takes commands from [Dispatcher.Submit] only.
+// [NewKafkaRequestSource] reads a Kafka cluster.
+func WithRequestSource(source RequestSource) Option {
+	return func(c *config) error {
+		c.requests = source
+		return nil
+	}
+}
+
+// WithMaxBatchRecords bounds the records of one log transaction, overriding
+// [DefaultMaxBatchRecords].
+func WithMaxBatchRecords(n int) Option {
+	return func(c *config) error {
+		if err := positive("max batch records", n); err != nil {
+			return err
+		}
+		c.maxBatchRecords = n
+		return nil
+	}
+}
+
+// WithMaxBatchBytes bounds the encoded bytes of one log transaction,
+// overriding [DefaultMaxBatchBytes]. Keep it at or below the producer's
+// max.request.size.
+func WithMaxBatchBytes(n int) Option {
+	return func(c *config) error {
+		if err := positive("max batch bytes", n); err != nil {
+			return err
+		}
+		c.maxBatchBytes = n
+		return nil
+	}
+}
+
+// WithMaxQueued bounds the records waiting for a transaction, overriding
+// [DefaultMaxQueued].
+func WithMaxQueued(n int) Option {
+	return func(c *config) error {
+		if err := positive("max queued", n); err != nil {
+			return err
+		}
+		c.maxQueued = n
+		return nil
+	}
+}
+
+// WithMaxParallelDevices bounds the devices driven at once, overriding
+// [DefaultMaxParallelDevices]. One device always receives one command at a
+// time.
+func WithMaxParallelDevices(n int) Option {
+	return func(c *config) error {
+		if err := positive("max parallel devices", n); err != nil {
+			return err
+		}
+		c.maxParallelDevices = n
+		return nil
+	}
+}
+
+// WithMaxAttempts bounds the Dispatch calls for one command whose device
+// returns retryable errors, overriding [DefaultMaxAttempts]. 1 turns retries
+// off.
+func WithMaxAttempts(n int) Option {
+	return func(c *config) error {
+		if err := positive("max attempts", n); err != nil {
+			return err
+		}
+		c.maxAttempts = n
+		return nil
+	}
+}
+
+// WithRetryBackoff sets the first and the largest wait between two attempts
+// of a command, overriding [DefaultRetryBackoff] and
+// [DefaultMaxRetryBackoff]. The wait doubles from first up to max.
+func WithRetryBackoff(first, max time.Duration) Option {
+	return func(c *config) error {
+		if err := positive("retry backoff", first); err != nil {
+			return err
+		}
+		if err := positive("max retry backoff", max); err != nil {
+			return err
+		}
+		c.retryBackoff, c.maxRetryBackoff = first, max
+		return nil
+	}
+}
+
+// WithSafetyMargin sets the lease freshness below which no device is driven,
+// overriding [DefaultSafetyMargin]. It must be below the lease duration minus
+// the renew interval, or the dispatcher waits for a renewal before every
+// command.
+func WithSafetyMargin(margin time.Duration) Option {
+	return func(c *config) error {
+		if err := positive("safety margin", margin); err != nil {
+			return err
+		}
+		c.safetyMargin = margin
+		return nil
+	}
+}
+
+// WithCommandTimeout sets the time to live of a command that arrives without
+// a deadline, overriding [DefaultCommandTimeout].
+func WithCommandTimeout(timeout time.Duration) Option {
+	return func(c *config) error {
+		if err := positive("command timeout", timeout); err != nil {
+			return err
+		}
+		c.commandTimeout = timeout
+		return nil
+	}
+}
+
+// WithTracerProvider sets the source of the dispatcher's tracer, overriding
+// the no-op provider. Every command gets one trace across intake, commit and
+// dispatch; the trace context travels in the headers of its log records.
+func WithTracerProvider(provider trace.TracerProvider) Option {
+	return func(c *config) error {
+		if provider == nil {
+			return errors.New("dispatch: tracer provider is nil")
+		}
+		c.tracerProvider = provider
+		return nil
+	}
+}
+
+// WithMeterProvider sets the source of the dispatcher's meter, overriding the
+// no-op provider. See the package doc for the instruments.
+func WithMeterProvider(provider metric.MeterProvider) Option {
+	return func(c *config) error {
+		if provider == nil {
+			return errors.New("dispatch: meter provider is nil")
+		}
+		c.meterProvider = provider
+		return nil
+	}
+}
+
+// WithLogger sets the logger of the dispatcher, overriding one that discards
+// everything.
+func WithLogger(logger *slog.Logger) Option {
+	return func(c *config) error {
+		if logger == nil {
+			return errors.New("dispatch: logger is nil")
+		}
+		c.logger = logger
+		return nil
+	}
+}

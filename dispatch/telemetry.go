@@ -1,0 +1,190 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// instrumentationName names the tracer and the meter of this package.
+const instrumentationName = "github.com/krabka-io/krabka-dispatch/dispatch"
+
+// telemetry holds the dispatcher's tracer and instruments. The metrics:
+//
+//	dispatch.commands          counter, by "status": outcomes committed
+//	dispatch.commit.duration   histogram, seconds: one log transaction
+//	dispatch.dispatch.duration histogram, seconds, by "device": one Dispatch call
+//	dispatch.pending           gauge: commands issued or queued, no outcome yet
+//	dispatch.in_doubt          gauge: commands recorded in doubt, unresolved
+type telemetry struct {
+	tracer   trace.Tracer
+	outcomes metric.Int64Counter
+	commit   metric.Float64Histogram
+	dispatch metric.Float64Histogram
+	gauges   metric.Registration
+
+	pending atomic.Int64
+	inDoubt atomic.Int64
+}
+
+func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry, error) {
+	t := &telemetry{tracer: tp.Tracer(instrumentationName)}
+	meter := mp.Meter(instrumentationName)
+	var err error
+	if t.outcomes, err = meter.Int64Counter("dispatch.commands",
+		metric.WithDescription("Command outcomes committed to the log, by status."),
+		metric.WithUnit("{command}")); err != nil {
+		return nil, fmt.Errorf("dispatch: metrics: %w", err)
+	}
+	if t.commit, err = meter.Float64Histogram("dispatch.commit.duration",
+		metric.WithDescription("Duration of one transaction of the command log."),
+		metric.WithUnit("s")); err != nil {
+		return nil, fmt.Errorf("dispatch: metrics: %w", err)
+	}
+	if t.dispatch, err = meter.Float64Histogram("dispatch.dispatch.duration",
+		metric.WithDescription("Duration of one Dispatch call of a device."),
+		metric.WithUnit("s")); err != nil {
+		return nil, fmt.Errorf("dispatch: metrics: %w", err)
+	}
+	pending, err := meter.Int64ObservableGauge("dispatch.pending",
+		metric.WithDescription("Commands accepted with no outcome yet."),
+		metric.WithUnit("{command}"))
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: metrics: %w", err)
+	}
+	inDoubt, err := meter.Int64ObservableGauge("dispatch.in_doubt",
+		metric.WithDescription("Commands recorded in doubt and not resolved."),
+		metric.WithUnit("{command}"))
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: metrics: %w", err)
+	}
+	t.gauges, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(pending, t.pending.Load())
+		o.ObserveInt64(inDoubt, t.inDoubt.Load())
+		return nil
+	}, pending, inDoubt)
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: metrics: %w", err)
+	}
+	return t, nil
+}
+
+// close stops the gauges' callback.
+func (t *telemetry) close() {
+	if t.gauges != nil {
+		_ = t.gauges.Unregister()
+	}
+}
+
+func (t *telemetry) pendingDelta(n int64) { t.pending.Add(n) }
+func (t *telemetry) inDoubtDelta(n int64) { t.inDoubt.Add(n) }
+
+func (t *telemetry) countOutcome(s Status) {
+	t.outcomes.Add(context.Background(), 1, metric.WithAttributes(attribute.String("status", s.String())))
+}
+
+func (t *telemetry) commitLatency(d time.Duration) {
+	t.commit.Record(context.Background(), d.Seconds())
+}
+
+func (t *telemetry) dispatchLatency(d time.Duration, device string) {
+	t.dispatch.Record(context.Background(), d.Seconds(), metric.WithAttributes(attribute.String("device", device)))
+}
+
+// startSubmit opens the root span of a command submitted in process.
+func (t *telemetry) startSubmit(ctx context.Context, cmd Command) (context.Context, trace.Span) {
+	return t.tracer.Start(ctx, "dispatch.submit", trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(commandAttributes(cmd)...))
+}
+
+// startIntake opens the span of a command read from the requests topic, as a
+// child of the trace context in the request's headers, if any.
+func (t *telemetry) startIntake(headers []coordination.Header, cmd Command, offset int64) trace.Span {
+	ctx := propagation.TraceContext{}.Extract(context.Background(), headerCarrier{headers: &headers})
+	_, span := t.tracer.Start(ctx, "dispatch.intake", trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(append(commandAttributes(cmd), attribute.Int64("dispatch.request.offset", offset))...))
+	return span
+}
+
+// startRecord opens the span of one record of a command, from its queueing
+// to its commit.
+func (t *telemetry) startRecord(parent trace.SpanContext, name string) trace.Span {
+	ctx := trace.ContextWithSpanContext(context.Background(), parent)
+	_, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindProducer))
+	return span
+}
+
+// startDispatch opens the span of one Dispatch call.
+func (t *telemetry) startDispatch(ctx context.Context, parent trace.SpanContext, cmd Command, token coordination.FencingToken, try int) (context.Context, trace.Span) {
+	ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
+	return t.tracer.Start(ctx, "dispatch.device", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(
+			attribute.String("dispatch.device", cmd.Device),
+			attribute.String("dispatch.command.id", cmd.ID),
+			attribute.String("dispatch.token", token.String()),
+			attribute.Int("dispatch.try", try)))
+}
+
+func commandAttributes(cmd Command) []attribute.KeyValue {
+	return []attribute.KeyValue{
+		attribute.String("dispatch.command.id", cmd.ID),
+		attribute.String("dispatch.device", cmd.Device),
+		attribute.String("dispatch.action", cmd.Action),
+	}
+}
+
+// traceHeaders returns the W3C trace context of span as record headers.
+func traceHeaders(span trace.SpanContext) []coordination.Header {
+	if !span.IsValid() {
+		return nil
+	}
+	var headers []coordination.Header
+	ctx := trace.ContextWithSpanContext(context.Background(), span)
+	propagation.TraceContext{}.Inject(ctx, headerCarrier{headers: &headers})
+	return headers
+}
+
+// spanFromHeaders reads the W3C trace context of record headers.
+func spanFromHeaders(headers []coordination.Header) trace.SpanContext {
+	ctx := propagation.TraceContext{}.Extract(context.Background(), headerCarrier{headers: &headers})
+	return trace.SpanContextFromContext(ctx)
+}
+
+// headerCarrier adapts record headers to the propagation API.
+type headerCarrier struct {
+	headers *[]coordination.Header
+}
+
+func (c headerCarrier) Get(key string) string {
+	for _, h := range *c.headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+func (c headerCarrier) Set(key, value string) {
+	for i, h := range *c.headers {
+		if h.Key == key {
+			(*c.headers)[i].Value = []byte(value)
+			return
+		}
+	}
+	*c.headers = append(*c.headers, coordination.Header{Key: key, Value: []byte(value)})
+}
+
+func (c headerCarrier) Keys() []string {
+	keys := make([]string, len(*c.headers))
+	for i, h := range *c.headers {
+		keys[i] = h.Key
+	}
+	return keys
+}

@@ -1,0 +1,152 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+)
+
+// lane is the queue of one device: its commands in log order, driven one at
+// a time by at most one worker goroutine.
+type lane struct {
+	name    string
+	device  Device
+	jobs    []job
+	running bool
+}
+
+// job is one dispatch of a command under the token of the record that
+// allowed it.
+type job struct {
+	c       *command
+	token   coordination.FencingToken
+	attempt int
+}
+
+// enqueueJob hands c to its device's lane, starting the lane's worker when it
+// is idle. The caller holds d.mu, and the record that allows the dispatch has
+// committed under token.
+func (d *Dispatcher) enqueueJob(c *command, token coordination.FencingToken, attempt int) {
+	l, ok := d.lanes[c.cmd.Device]
+	if !ok {
+		device, err := d.registry.Lookup(c.cmd.Device)
+		if err != nil {
+			// The device was checked when the command was accepted, and a
+			// registry only grows; this is a recovery of a command whose
+			// device is gone. It stays pending for an operator.
+			d.cfg.logger.Error("dispatch: no device for an issued command", "command", c.cmd.ID, "err", err)
+			return
+		}
+		l = &lane{name: c.cmd.Device, device: device}
+		d.lanes[c.cmd.Device] = l
+	}
+	l.jobs = append(l.jobs, job{c: c, token: token, attempt: attempt})
+	if !l.running && !d.halted {
+		l.running = true
+		d.wg.Go(func() { d.drive(l) })
+	}
+}
+
+// drive runs the jobs of one lane until it is empty or the dispatcher halts.
+// It takes a slot of the device bound for each job, so that one busy device
+// does not starve the others.
+func (d *Dispatcher) drive(l *lane) {
+	for {
+		d.mu.Lock()
+		if len(l.jobs) == 0 || d.halted {
+			l.running = false
+			d.mu.Unlock()
+			return
+		}
+		j := l.jobs[0]
+		l.jobs = l.jobs[1:]
+		d.mu.Unlock()
+
+		select {
+		case d.devices <- struct{}{}:
+		case <-d.haltCtx.Done():
+			continue
+		}
+		d.execute(l, j)
+		<-d.devices
+	}
+}
+
+// execute dispatches one job, retrying retryable device errors while the
+// leadership holds, and queues its outcome. It returns without an outcome
+// when the dispatcher halts: the command is then unknown here, and the next
+// leader's recovery records it.
+//
+// The outcome of a device error:
+//   - nil: StatusSucceeded, with the device's Result.
+//   - Rejected: StatusRejected.
+//   - Retryable: another attempt after a backoff, up to the max attempts;
+//     then StatusFailed, because the device certainly did not act on any
+//     attempt. A deadline that passes between attempts gives StatusExpired.
+//   - any other error, a deadline that passes during Dispatch included:
+//     StatusInDoubt.
+func (d *Dispatcher) execute(l *lane, j job) {
+	c, cmd := j.c, j.c.cmd
+	backoff := d.cfg.retryBackoff
+	var lastErr error
+	for try := 1; ; try++ {
+		if d.haltCtx.Err() != nil {
+			return
+		}
+		if !time.Now().Before(cmd.Deadline) {
+			reason := "the deadline passed before the command was dispatched"
+			if lastErr != nil {
+				reason = fmt.Sprintf("the deadline passed after %d attempts that the device did not act on; last error: %v", try-1, lastErr)
+			}
+			d.record(c, Outcome{Status: StatusExpired, Reason: reason, Attempt: j.attempt})
+			return
+		}
+		if err := d.fresh.wait(d.haltCtx); err != nil {
+			return
+		}
+		if !time.Now().Before(cmd.Deadline) {
+			continue // recorded expired above
+		}
+
+		ctx, span := d.tel.startDispatch(d.haltCtx, c.span, cmd, j.token, try)
+		ctx, cancel := context.WithDeadline(ctx, cmd.Deadline)
+		start := time.Now()
+		result, err := l.device.Dispatch(ctx, cmd, j.token)
+		cancel()
+		d.tel.dispatchLatency(time.Since(start), cmd.Device)
+		if err != nil {
+			span.RecordError(err)
+		}
+		span.End()
+		if d.haltCtx.Err() != nil {
+			return
+		}
+
+		switch {
+		case err == nil:
+			d.record(c, Outcome{Status: StatusSucceeded, Result: result, Attempt: j.attempt})
+		case IsRejected(err):
+			d.record(c, Outcome{Status: StatusRejected, Reason: err.Error(), Result: result, Attempt: j.attempt})
+		case IsRetryable(err):
+			lastErr = err
+			if try >= d.cfg.maxAttempts {
+				d.record(c, Outcome{Status: StatusFailed, Attempt: j.attempt,
+					Reason: fmt.Sprintf("%d attempts failed and the device did not act on any; last error: %v", try, err)})
+				return
+			}
+			d.cfg.logger.Debug("dispatch: retrying a command", "command", cmd.ID, "device", cmd.Device, "try", try, "err", err)
+			select {
+			case <-time.After(backoff):
+			case <-d.haltCtx.Done():
+				return
+			}
+			backoff = min(2*backoff, d.cfg.maxRetryBackoff)
+			continue
+		default:
+			d.record(c, Outcome{Status: StatusInDoubt, Reason: err.Error(), Result: result, Attempt: j.attempt})
+		}
+		return
+	}
+}
