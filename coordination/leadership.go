@@ -40,6 +40,7 @@ type Leadership struct {
 	clock     Clock
 	poll      time.Duration
 	leaseKey  []byte
+	regKey    []byte
 	monotonic bool // the clock is the host clock, so freshness reads the monotonic clock
 
 	// writeSlot holds one token while a transaction of the role's producer
@@ -142,6 +143,7 @@ func newLeadership(transport Transport, role Role, member MemberID, partition To
 		clock:     s.clock,
 		poll:      s.pollInterval,
 		leaseKey:  EncodeKey(LeaseKey(role)),
+		regKey:    EncodeKey(RegistrationKey(role, member)),
 		writeSlot: make(chan struct{}, 1),
 		token:     token,
 		stop:      make(chan struct{}),
@@ -374,12 +376,17 @@ func (l *Leadership) Write(ctx context.Context, build func(token FencingToken) (
 // writes.
 //
 // The leadership ends first: [Leadership.Err] wraps [ErrNotHeld] and
-// [Leadership.Done] closes before the tombstone is written, and Resign waits
-// for the renewal goroutine to exit. The tombstone write is bounded by ctx and
-// by the lease deadline, because a standby challenges at the deadline anyway;
-// a lease that already expired gets no tombstone. Resign returns the error of
-// the tombstone write, and an error that wraps ErrNotHeld when the leadership
-// had already ended.
+// [Leadership.Done] closes before any write, and Resign waits for the renewal
+// goroutine to exit. The tombstone of the lease is bounded by ctx and by the
+// lease deadline, because a standby challenges at the deadline anyway, so a
+// lease that already expired gets no tombstone. Resign then writes a
+// tombstone on the registration of the member, bounded by ctx and by the poll
+// interval (a second at least): the member leaves the roster, so the first
+// standby takes rank 0 and challenges at once. A member that competes again
+// registers again, at the tail of the roster.
+//
+// Resign returns the errors of the two writes, and an error that wraps
+// ErrNotHeld when the leadership had already ended.
 func (l *Leadership) Resign(ctx context.Context) error {
 	if ctx == nil {
 		return errNilContext
@@ -392,18 +399,30 @@ func (l *Leadership) Resign(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("coordination: resign role %s: %w", l.role, ctx.Err())
 	}
-	remaining := l.remaining()
-	if remaining <= 0 {
-		return nil
+	var errs []error
+	if remaining := l.remaining(); remaining > 0 {
+		if err := l.clearLease(ctx, remaining); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	writeCtx, cancel := context.WithTimeout(ctx, remaining)
+	registerCtx, cancel := context.WithTimeout(ctx, max(l.poll, time.Second))
 	defer cancel()
-	if err := l.acquireSlot(writeCtx); err != nil {
-		return fmt.Errorf("coordination: resign role %s: %w", l.role, err)
+	if err := l.transport.Append(registerCtx, l.partition, l.regKey, nil); err != nil {
+		errs = append(errs, fmt.Errorf("coordination: deregister %s from role %s: %w", l.member, l.role, err))
+	}
+	return errors.Join(errs...)
+}
+
+// clearLease writes the tombstone of the lease, bounded by the extent left.
+func (l *Leadership) clearLease(ctx context.Context, remaining time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, remaining)
+	defer cancel()
+	if err := l.acquireSlot(ctx); err != nil {
+		return fmt.Errorf("coordination: clear lease of role %s: %w", l.role, err)
 	}
 	defer l.releaseSlot()
 	token := l.Token()
-	next, err := l.writeLeaseRecord(writeCtx, token, nil)
+	next, err := l.writeLeaseRecord(ctx, token, nil)
 	if err != nil {
 		return fmt.Errorf("coordination: clear lease of role %s under token %s: %w", l.role, token, err)
 	}

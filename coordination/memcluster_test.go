@@ -1,0 +1,335 @@
+package coordination
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// memCluster models the part of a Kafka cluster that this package talks to:
+// the transaction coordinator that mints and fences producer epochs, and the
+// partitions of the coordination topic.
+//
+// What it models faithfully:
+//   - AcquireEpoch of a role mints a token above every token the role ever
+//     showed, and fences every earlier one: a write under a superseded token
+//     fails with an error that wraps ErrFenced and changes nothing.
+//   - The epoch of a producer id wraps to a new producer id with epoch 0 at
+//     exhaustion.
+//   - With bumpOnCommit (Kafka's transactions v2) every commit bumps the
+//     epoch, and WriteGuarded reports the new token.
+//   - A guarded write commits all its records or none.
+//   - Reads see committed records in offset order; every partition numbers
+//     its records from zero.
+//   - One member's client runs one transaction of a role at a time; an
+//     overlap is a test failure, because the role has one transactional
+//     producer per member.
+//
+// What it does not model: long-polling reads, transaction timeouts, the
+// abort of a dead holder's open transaction, compaction.
+type memCluster struct {
+	t            testing.TB
+	bumpOnCommit bool
+
+	mu       sync.Mutex
+	logs     map[TopicPartition][]memRecord
+	current  map[Role]FencingToken // the token the coordinator holds per role
+	owner    map[FencingToken]Role // every token ever minted, and its role
+	nextPID  int64
+	acquires int // AcquireEpoch calls that minted a token
+	reads    int // ReadPartition calls that returned
+}
+
+// memRecord is a committed record and the token of the transaction that wrote
+// it; NoEpoch for a plain append.
+type memRecord struct {
+	StateRecord
+	token   FencingToken
+	headers []Header
+}
+
+func newMemCluster(t testing.TB) *memCluster {
+	return &memCluster{
+		t:       t,
+		logs:    make(map[TopicPartition][]memRecord),
+		current: make(map[Role]FencingToken),
+		owner:   make(map[FencingToken]Role),
+		nextPID: 1000,
+	}
+}
+
+// transport returns a new client of the cluster, as one member would run.
+func (c *memCluster) transport() *memTransport { return &memTransport{cluster: c} }
+
+// mint acquires a new epoch for role, as InitProducerId does.
+func (c *memCluster) mint(role Role) FencingToken {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.acquires++
+	token, ok := c.current[role]
+	if !ok {
+		token = c.newProducerLocked()
+	} else {
+		token = c.bumpLocked(token)
+	}
+	c.current[role] = token
+	c.owner[token] = role
+	return token
+}
+
+func (c *memCluster) newProducerLocked() FencingToken {
+	c.nextPID++
+	return FencingToken{producerID: c.nextPID, producerEpoch: 0}
+}
+
+// bumpLocked returns the next token of a producer, rotating to a new
+// producer id when the epoch is exhausted.
+func (c *memCluster) bumpLocked(token FencingToken) FencingToken {
+	if token.producerEpoch >= math.MaxInt16-1 {
+		return c.newProducerLocked()
+	}
+	return FencingToken{producerID: token.producerID, producerEpoch: token.producerEpoch + 1}
+}
+
+// setEpoch places the coordinator's token of a role near exhaustion, for the
+// rotation tests.
+func (c *memCluster) setEpoch(role Role, token FencingToken) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.current[role] = token
+	c.owner[token] = role
+	if token.producerID > c.nextPID {
+		c.nextPID = token.producerID
+	}
+}
+
+func (c *memCluster) token(role Role) (FencingToken, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	token, ok := c.current[role]
+	return token, ok
+}
+
+// commit appends records under token after the fence check, and returns the
+// token the coordinator holds afterwards.
+func (c *memCluster) commit(role Role, token FencingToken, records []GuardedRecord) (FencingToken, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	owner, known := c.owner[token]
+	if !known || owner != role {
+		return token, fmt.Errorf("memcluster: token %s is not a producer of role %s: %w", token, role, ErrFenced)
+	}
+	if current := c.current[role]; current != token {
+		return token, fmt.Errorf("memcluster: token %s of role %s superseded by %s: %w", token, role, current, ErrFenced)
+	}
+	for _, r := range records {
+		c.appendLocked(r.Partition, r.Key, r.Value, token, r.Headers)
+	}
+	next := token
+	if c.bumpOnCommit {
+		next = c.bumpLocked(token)
+		c.current[role] = next
+		c.owner[next] = role
+	}
+	return next, nil
+}
+
+func (c *memCluster) appendLocked(tp TopicPartition, key, value []byte, token FencingToken, headers []Header) {
+	log := c.logs[tp]
+	c.logs[tp] = append(log, memRecord{
+		StateRecord: StateRecord{Offset: int64(len(log)), Key: slices.Clone(key), Value: slices.Clone(value)},
+		token:       token,
+		headers:     headers,
+	})
+}
+
+// records returns the committed records of a partition.
+func (c *memCluster) records(tp TopicPartition) []memRecord {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.logs[tp])
+}
+
+// state folds the partition of a role.
+func (c *memCluster) state(tp TopicPartition, role Role) RoleState {
+	var records []StateRecord
+	for _, r := range c.records(tp) {
+		records = append(records, r.StateRecord)
+	}
+	state, err := BuildRoleState(role, records)
+	if err != nil {
+		c.t.Fatalf("fold: %v", err)
+	}
+	return state
+}
+
+func (c *memCluster) acquireCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.acquires
+}
+
+func (c *memCluster) readCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reads
+}
+
+// memTransport is one member's client of a memCluster. It implements
+// Transport and GuardedWriter. A test cuts it off the cluster with down, and
+// injects a fault into one operation with fault.
+type memTransport struct {
+	cluster *memCluster
+	down    atomic.Bool
+
+	mu sync.Mutex
+	// fault, when set, runs before each operation. A non-nil error fails the
+	// operation; apply says whether the operation takes effect first, as a
+	// commit whose answer was lost does.
+	fault func(ctx context.Context, op string) (err error, apply bool)
+	calls map[string]int
+	inTxn map[Role]bool // a transaction of the role's producer is open
+}
+
+var errUnreachable = errors.New("memcluster: broker unreachable")
+
+func (m *memTransport) setFault(f func(ctx context.Context, op string) (error, bool)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.fault = f
+}
+
+func (m *memTransport) callCount(op string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.calls[op]
+}
+
+// before runs the fault hook for op. It reports an error to return, and
+// whether to apply the operation anyway.
+func (m *memTransport) before(ctx context.Context, op string) (error, bool) {
+	m.mu.Lock()
+	if m.calls == nil {
+		m.calls = make(map[string]int)
+	}
+	m.calls[op]++
+	fault := m.fault
+	m.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err, false
+	}
+	if m.down.Load() {
+		return errUnreachable, false
+	}
+	if fault != nil {
+		return fault(ctx, op)
+	}
+	return nil, true
+}
+
+func (m *memTransport) AcquireEpoch(ctx context.Context, role Role) (FencingToken, error) {
+	err, apply := m.before(ctx, "AcquireEpoch")
+	var token FencingToken
+	if apply {
+		token = m.cluster.mint(role)
+	}
+	if err != nil {
+		return NoEpoch, err
+	}
+	return token, nil
+}
+
+func (m *memTransport) DescribeEpoch(ctx context.Context, role Role) (FencingToken, bool, error) {
+	if err, _ := m.before(ctx, "DescribeEpoch"); err != nil {
+		return NoEpoch, false, err
+	}
+	token, ok := m.cluster.token(role)
+	if !ok {
+		return NoEpoch, false, nil
+	}
+	return token, true, nil
+}
+
+func (m *memTransport) ReadPartition(ctx context.Context, tp TopicPartition) ([]StateRecord, error) {
+	if err, _ := m.before(ctx, "ReadPartition"); err != nil {
+		return nil, err
+	}
+	records := m.cluster.records(tp)
+	out := make([]StateRecord, len(records))
+	for i, r := range records {
+		out[i] = r.StateRecord
+	}
+	m.cluster.mu.Lock()
+	m.cluster.reads++
+	m.cluster.mu.Unlock()
+	return out, nil
+}
+
+func (m *memTransport) Append(ctx context.Context, tp TopicPartition, key, value []byte) error {
+	err, apply := m.before(ctx, "Append")
+	if apply {
+		m.cluster.mu.Lock()
+		m.cluster.appendLocked(tp, key, value, NoEpoch, nil)
+		m.cluster.mu.Unlock()
+	}
+	return err
+}
+
+// WriteLease is a transaction of one record. The role comes from the token,
+// as a Kafka producer is bound to its transactional id.
+func (m *memTransport) WriteLease(ctx context.Context, tp TopicPartition, token FencingToken, key, value []byte) error {
+	m.cluster.mu.Lock()
+	role, ok := m.cluster.owner[token]
+	m.cluster.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("memcluster: no producer for token %s: %w", token, ErrFenced)
+	}
+	_, err := m.transaction(ctx, "WriteLease", role, token, []GuardedRecord{{Partition: tp, Key: key, Value: value}})
+	return err
+}
+
+func (m *memTransport) WriteGuarded(ctx context.Context, role Role, token FencingToken, records []GuardedRecord) (FencingToken, error) {
+	return m.transaction(ctx, "WriteGuarded", role, token, records)
+}
+
+// transaction runs one transaction of the role's producer: the overlap check
+// spans the fault hook, so a hook that blocks holds the transaction open.
+func (m *memTransport) transaction(ctx context.Context, op string, role Role, token FencingToken, records []GuardedRecord) (FencingToken, error) {
+	m.mu.Lock()
+	if m.inTxn == nil {
+		m.inTxn = make(map[Role]bool)
+	}
+	if m.inTxn[role] {
+		m.cluster.t.Errorf("%s: two transactions of the producer of role %s overlap", op, role)
+	}
+	m.inTxn[role] = true
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.inTxn[role] = false
+		m.mu.Unlock()
+	}()
+
+	err, apply := m.before(ctx, op)
+	next := token
+	if apply {
+		var commitErr error
+		next, commitErr = m.cluster.commit(role, token, records)
+		if commitErr != nil {
+			return token, commitErr
+		}
+	}
+	if err != nil {
+		return token, err
+	}
+	return next, nil
+}
+
+// plainTransport hides the GuardedWriter of a transport, for the paths that
+// work without one.
+type plainTransport struct{ Transport }
