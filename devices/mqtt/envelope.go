@@ -1,0 +1,292 @@
+package mqtt
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+)
+
+// EnvelopeVersion is the value of the "v" field of the envelopes and replies
+// this package writes, and the only one it reads.
+const EnvelopeVersion = 1
+
+// ErrMalformedEnvelope is matched by every error of [DecodeEnvelope] and
+// [DecodeReply].
+var ErrMalformedEnvelope = errors.New("mqtt: malformed envelope")
+
+// Envelope is the message a command travels in: the command, its fencing
+// token and its deadline. Device firmware written in Go decodes it with
+// [DecodeEnvelope]; firmware in other languages reads the JSON form:
+//
+//	{
+//	  "v": 1,
+//	  "id": "cmd-42",
+//	  "role": "plant-a",
+//	  "device": "valve-1",
+//	  "action": "open",
+//	  "payload": {"percent": 40},
+//	  "token": "1001:3",
+//	  "producer_id": 1001,
+//	  "producer_epoch": 3,
+//	  "deadline": "2026-11-30T06:30:00.123456789Z",
+//	  "submitted_at": "2026-11-30T06:29:00Z",
+//	  "attributes": {"operator": "ana"}
+//	}
+//
+// "payload" holds a payload that is valid JSON as that JSON value (its
+// insignificant white space may differ); any other payload travels as
+// standard base64 in "payload_base64" instead, and an empty payload omits
+// both. "token" and the two numbers carry one fencing token twice, for
+// firmware that compares strings and for firmware that compares numbers;
+// compare the producer id first and the epoch second, never the epoch alone.
+// "deadline" and "submitted_at" are RFC 3339 times with nanoseconds, omitted
+// when unset; a device should refuse a command past its deadline.
+type Envelope struct {
+	// ID is the command's idempotency key. A device that deduplicates does
+	// so by ID.
+	ID string
+	// Role is the role whose leader dispatched the command.
+	Role string
+	// Device is the device name the command is for.
+	Device string
+	// Action names what the device does.
+	Action string
+	// Payload is the argument of the action.
+	Payload []byte
+	// Token is the fencing token under which the command was issued.
+	Token coordination.FencingToken
+	// Deadline is the instant after which the command must not be acted
+	// on; zero when the command has none.
+	Deadline time.Time
+	// SubmittedAt is the instant the submitter created the command; zero
+	// when unknown.
+	SubmittedAt time.Time
+	// Attributes holds the command's optional metadata.
+	Attributes map[string]string
+}
+
+// wireEnvelope is the JSON form of an Envelope.
+type wireEnvelope struct {
+	V             int               `json:"v"`
+	ID            string            `json:"id"`
+	Role          string            `json:"role,omitempty"`
+	Device        string            `json:"device"`
+	Action        string            `json:"action"`
+	Payload       json.RawMessage   `json:"payload,omitempty"`
+	PayloadBase64 []byte            `json:"payload_base64,omitempty"`
+	Token         string            `json:"token"`
+	ProducerID    *int64            `json:"producer_id"`
+	ProducerEpoch *int16            `json:"producer_epoch"`
+	Deadline      time.Time         `json:"deadline,omitzero"`
+	SubmittedAt   time.Time         `json:"submitted_at,omitzero"`
+	Attributes    map[string]string `json:"attributes,omitempty"`
+}
+
+// EncodeEnvelope writes env in its JSON form, with the payload encoding of
+// [PayloadAuto].
+func EncodeEnvelope(env Envelope) ([]byte, error) {
+	return encodeEnvelope(env, PayloadAuto)
+}
+
+// errPayloadNotJSON reports a payload that PayloadJSON cannot carry.
+var errPayloadNotJSON = errors.New("mqtt: payload is not valid JSON")
+
+func encodeEnvelope(env Envelope, encoding string) ([]byte, error) {
+	id, epoch := env.Token.ProducerID(), env.Token.ProducerEpoch()
+	w := wireEnvelope{
+		V:             EnvelopeVersion,
+		ID:            env.ID,
+		Role:          env.Role,
+		Device:        env.Device,
+		Action:        env.Action,
+		Token:         env.Token.String(),
+		ProducerID:    &id,
+		ProducerEpoch: &epoch,
+		Deadline:      env.Deadline.UTC(),
+		SubmittedAt:   env.SubmittedAt.UTC(),
+		Attributes:    env.Attributes,
+	}
+	if err := setPayload(env.Payload, encoding, &w.Payload, &w.PayloadBase64); err != nil {
+		return nil, err
+	}
+	return marshal(w)
+}
+
+// setPayload stores p in the JSON field or the base64 field.
+func setPayload(p []byte, encoding string, asJSON *json.RawMessage, asBase64 *[]byte) error {
+	if len(p) == 0 {
+		return nil
+	}
+	switch {
+	case encoding == PayloadBase64:
+		*asBase64 = p
+	case json.Valid(p):
+		*asJSON = p
+	case encoding == PayloadJSON:
+		return errPayloadNotJSON
+	default:
+		*asBase64 = p
+	}
+	return nil
+}
+
+// getPayload returns the payload from whichever field holds it.
+func getPayload(asJSON json.RawMessage, asBase64 []byte, field string) ([]byte, error) {
+	if len(asJSON) > 0 && len(asBase64) > 0 {
+		return nil, fmt.Errorf("%w: both %q and %q are set", ErrMalformedEnvelope, field, field+"_base64")
+	}
+	if len(asJSON) > 0 {
+		return []byte(asJSON), nil
+	}
+	if len(asBase64) > 0 {
+		return asBase64, nil
+	}
+	return nil, nil
+}
+
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("mqtt: encode envelope: %w", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// VersionError reports an envelope or reply of a version this package does
+// not read.
+type VersionError struct {
+	// Version is the value of the "v" field.
+	Version int
+}
+
+func (e *VersionError) Error() string {
+	return fmt.Sprintf("mqtt: envelope version %d, want %d", e.Version, EnvelopeVersion)
+}
+
+// Is reports whether target is ErrMalformedEnvelope.
+func (e *VersionError) Is(target error) bool { return target == ErrMalformedEnvelope }
+
+// DecodeEnvelope reads the JSON form of an Envelope. It fails, with an
+// error that matches ErrMalformedEnvelope, on invalid JSON, a version other
+// than EnvelopeVersion (a *VersionError), a missing ID, a token that is
+// missing or whose two forms disagree, or both payload fields set. It
+// ignores unknown fields, so that a later version may add some.
+func DecodeEnvelope(data []byte) (Envelope, error) {
+	var w wireEnvelope
+	if err := json.Unmarshal(data, &w); err != nil {
+		return Envelope{}, fmt.Errorf("%w: %w", ErrMalformedEnvelope, err)
+	}
+	if w.V != EnvelopeVersion {
+		return Envelope{}, &VersionError{Version: w.V}
+	}
+	if w.ID == "" {
+		return Envelope{}, fmt.Errorf("%w: no command id", ErrMalformedEnvelope)
+	}
+	if w.ProducerID == nil || w.ProducerEpoch == nil {
+		return Envelope{}, fmt.Errorf("%w: producer_id or producer_epoch missing", ErrMalformedEnvelope)
+	}
+	token, err := coordination.NewFencingToken(*w.ProducerID, *w.ProducerEpoch)
+	if err != nil {
+		return Envelope{}, fmt.Errorf("%w: %w", ErrMalformedEnvelope, err)
+	}
+	// The text form must be exactly the one String writes for the numbers.
+	if w.Token != token.String() {
+		return Envelope{}, fmt.Errorf("%w: token %q disagrees with producer_id %d and producer_epoch %d",
+			ErrMalformedEnvelope, w.Token, *w.ProducerID, *w.ProducerEpoch)
+	}
+	payload, err := getPayload(w.Payload, w.PayloadBase64, "payload")
+	if err != nil {
+		return Envelope{}, err
+	}
+	return Envelope{
+		ID:          w.ID,
+		Role:        w.Role,
+		Device:      w.Device,
+		Action:      w.Action,
+		Payload:     payload,
+		Token:       token,
+		Deadline:    w.Deadline,
+		SubmittedAt: w.SubmittedAt,
+		Attributes:  w.Attributes,
+	}, nil
+}
+
+// Reply statuses.
+const (
+	// StatusOK says the device acted on the command.
+	StatusOK = "ok"
+	// StatusError says the device tried and failed; it may have acted in
+	// part, so the command is in doubt.
+	StatusError = "error"
+	// StatusRejected says the device refused the command without acting,
+	// such as for a stale token or a past deadline.
+	StatusRejected = "rejected"
+)
+
+// Reply is what a device publishes on the reply topic about one command. Its
+// JSON form is
+//
+//	{"v": 1, "id": "cmd-42", "status": "ok", "detail": "opened", "data": {"percent": 40}}
+//
+// with "data" following the payload rule of [Envelope] ("data_base64" for
+// data that is not JSON).
+type Reply struct {
+	// ID is the command ID the reply is about.
+	ID string
+	// Status is StatusOK, StatusError or StatusRejected.
+	Status string
+	// Detail is a short human-readable account.
+	Detail string
+	// Data is an optional result, such as a reading.
+	Data []byte
+}
+
+type wireReply struct {
+	V          int             `json:"v"`
+	ID         string          `json:"id"`
+	Status     string          `json:"status"`
+	Detail     string          `json:"detail,omitempty"`
+	Data       json.RawMessage `json:"data,omitempty"`
+	DataBase64 []byte          `json:"data_base64,omitempty"`
+}
+
+// EncodeReply writes r in its JSON form.
+func EncodeReply(r Reply) ([]byte, error) {
+	w := wireReply{V: EnvelopeVersion, ID: r.ID, Status: r.Status, Detail: r.Detail}
+	if err := setPayload(r.Data, PayloadAuto, &w.Data, &w.DataBase64); err != nil {
+		return nil, err
+	}
+	return marshal(w)
+}
+
+// DecodeReply reads the JSON form of a Reply. It fails, with an error that
+// matches ErrMalformedEnvelope, on invalid JSON, another version, a missing
+// ID, or a status other than the three defined.
+func DecodeReply(data []byte) (Reply, error) {
+	var w wireReply
+	if err := json.Unmarshal(data, &w); err != nil {
+		return Reply{}, fmt.Errorf("%w: %w", ErrMalformedEnvelope, err)
+	}
+	if w.V != EnvelopeVersion {
+		return Reply{}, &VersionError{Version: w.V}
+	}
+	if w.ID == "" {
+		return Reply{}, fmt.Errorf("%w: reply without command id", ErrMalformedEnvelope)
+	}
+	switch w.Status {
+	case StatusOK, StatusError, StatusRejected:
+	default:
+		return Reply{}, fmt.Errorf("%w: reply status %q, want ok, error or rejected", ErrMalformedEnvelope, w.Status)
+	}
+	data, err := getPayload(w.Data, w.DataBase64, "data")
+	if err != nil {
+		return Reply{}, err
+	}
+	return Reply{ID: w.ID, Status: w.Status, Detail: w.Detail, Data: data}, nil
+}
