@@ -1,0 +1,134 @@
+// Package httpapi is the HTTP face of one dispatcher member: a small JSON
+// API to submit a command, read a command's state and read the leadership,
+// the health endpoints a load balancer or orchestrator probes, Prometheus
+// /metrics, and the status page.
+//
+// Every member serves the API, leader or not. A write that only the leader
+// can take (a submission, a resolve) reaching a standby is answered with
+// 307 Temporary Redirect to the same path on the leader, whose base URL the
+// standby takes from the configuration's members list (the member id of the
+// holder comes from the lease record); clients that follow redirects need
+// not know who leads. With no known leader the answer is 503 with
+// Retry-After.
+//
+// Endpoints:
+//
+//	GET  /                           the status page (HTML)
+//	GET  /v1/leadership              who leads, roster with ranks, lease, token
+//	GET  /v1/commands?limit=N        the most recent commands with their state
+//	POST /v1/commands                submit a command (bearer token)
+//	GET  /v1/commands/{id}           one command's state
+//	POST /v1/commands/{id}/resolve   settle a command in doubt (bearer token)
+//	GET  /livez                      200 while the process runs
+//	GET  /readyz                     200 while the member takes part in the role
+//	GET  /leaderz                    200 on the leader only, 503 elsewhere
+//	GET  /metrics                    Prometheus exposition
+//
+// The write endpoints demand "Authorization: Bearer <token>" when a token is
+// configured, compared in constant time.
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/krabka-io/krabka-dispatch/dispatch"
+)
+
+// Backend is what the API needs of a member. The member runtime implements
+// it; a test passes a fake.
+type Backend interface {
+	// Leadership reports the member's view of the role now.
+	Leadership() Leadership
+
+	// Submit hands a command to the leader's dispatcher and waits up to wait
+	// for its outcome (zero: not at all). It returns a *NotLeaderError on a
+	// member that does not lead.
+	Submit(ctx context.Context, cmd dispatch.Command, wait time.Duration) (CommandState, error)
+
+	// Command returns the state of one command, and false for an ID the
+	// member does not know.
+	Command(id string) (CommandState, bool)
+
+	// Recent returns up to limit commands, newest first.
+	Recent(limit int) []CommandState
+
+	// Resolve settles a command in doubt and waits for its new outcome. It
+	// returns a *NotLeaderError on a member that does not lead.
+	Resolve(ctx context.Context, id string, action dispatch.ResolveAction) (CommandState, error)
+
+	// Ready reports whether the member takes part in the role: it has
+	// reached the cluster and is leading or standing by.
+	Ready() error
+}
+
+// Leadership is a member's view of its role.
+type Leadership struct {
+	Role   string `json:"role"`
+	Member string `json:"member"`
+	// Leader reports whether this member holds the role now.
+	Leader bool `json:"leader"`
+	// Holder is the member the lease names, if any; HolderURL its API.
+	Holder    string `json:"holder,omitempty"`
+	HolderURL string `json:"holder_url,omitempty"`
+	// Token is the holder's fencing token, as producer_id:producer_epoch.
+	Token string `json:"token,omitempty"`
+	// LeaseDeadline is when the holder's lease ends unless renewed.
+	LeaseDeadline *time.Time `json:"lease_deadline,omitempty"`
+	// LeaseRemainingMS is the lease left, in milliseconds, at ObservedAt.
+	LeaseRemainingMS int64 `json:"lease_remaining_ms"`
+	// Roster lists the members in registration order with their ranks.
+	Roster []RosterMember `json:"roster"`
+	// ObservedAt is when the member last read the role's state.
+	ObservedAt time.Time `json:"observed_at"`
+}
+
+// RosterMember is one member of the roster.
+type RosterMember struct {
+	Member string `json:"member"`
+	Rank   int    `json:"rank"`
+	Holder bool   `json:"holder"`
+	URL    string `json:"url,omitempty"`
+}
+
+// CommandState is what one member knows of one command.
+type CommandState struct {
+	ID     string `json:"id"`
+	Device string `json:"device"`
+	Action string `json:"action"`
+	// State is "pending" until an outcome is recorded, then the outcome's
+	// status: succeeded, failed, expired, rejected, in-doubt, cancelled.
+	State  string `json:"state"`
+	Reason string `json:"reason,omitempty"`
+	// Detail is the device's account of what it did.
+	Detail      string    `json:"detail,omitempty"`
+	Member      string    `json:"member,omitempty"`
+	SubmittedAt time.Time `json:"submitted_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// StatePending is the State of a command without a recorded outcome.
+const StatePending = "pending"
+
+// NotLeaderError reports a request that only the leader can take, made to a
+// member that does not lead.
+type NotLeaderError struct {
+	// Member is the member that was asked.
+	Member string
+	// Leader is the member that leads, "" when none is known; LeaderURL is
+	// its API, "" when the members list does not name it.
+	Leader    string
+	LeaderURL string
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.Leader == "" {
+		return fmt.Sprintf("member %s does not lead, and no leader is known", e.Member)
+	}
+	return fmt.Sprintf("member %s does not lead; %s does", e.Member, e.Leader)
+}
+
+// ErrUnknownCommand reports a command ID the member does not know.
+var ErrUnknownCommand = errors.New("unknown command")

@@ -1,0 +1,334 @@
+package httpapi
+
+import (
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/krabka-io/krabka-dispatch/dispatch"
+)
+
+// Limits of the API.
+const (
+	// MaxRequestBytes bounds the body of a request.
+	MaxRequestBytes = 1 << 20
+
+	// DefaultRecentLimit is the number of commands GET /v1/commands returns
+	// without ?limit.
+	DefaultRecentLimit = 50
+
+	// MaxWait bounds ?wait= on a submission.
+	MaxWait = 5 * time.Minute
+
+	// RetryAfterSeconds is the Retry-After of a 503 when no leader is known.
+	RetryAfterSeconds = 1
+)
+
+// Options configure the handler.
+type Options struct {
+	// Token is the bearer token the write endpoints demand; "" demands none.
+	Token string
+
+	// Metrics serves /metrics; nil answers 404.
+	Metrics http.Handler
+
+	// Logger receives request failures; nil discards them.
+	Logger *slog.Logger
+}
+
+// NewHandler returns the handler of every endpoint listed in the package
+// doc, served from backend.
+func NewHandler(backend Backend, opts Options) http.Handler {
+	s := &server{backend: backend, opts: opts}
+	if s.opts.Logger == nil {
+		s.opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", s.page)
+	mux.HandleFunc("GET /v1/leadership", s.leadership)
+	mux.HandleFunc("GET /v1/commands", s.recent)
+	mux.HandleFunc("POST /v1/commands", s.auth(s.submit))
+	mux.HandleFunc("GET /v1/commands/{id}", s.command)
+	mux.HandleFunc("POST /v1/commands/{id}/resolve", s.auth(s.resolve))
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.HandleFunc("GET /leaderz", s.leaderz)
+	if opts.Metrics != nil {
+		mux.Handle("GET /metrics", opts.Metrics)
+	}
+	return mux
+}
+
+type server struct {
+	backend Backend
+	opts    Options
+}
+
+// SubmitRequest is the body of POST /v1/commands.
+type SubmitRequest struct {
+	// ID is the idempotency key; a second submission with the same ID gets
+	// the first one's state. Required.
+	ID     string `json:"id"`
+	Device string `json:"device"`
+	Action string `json:"action"`
+	// Payload is the action's argument as text; PayloadBase64 as bytes. Give
+	// at most one.
+	Payload       string `json:"payload,omitempty"`
+	PayloadBase64 string `json:"payload_base64,omitempty"`
+	// Timeout is the command's time to live from now, such as "30s"; the
+	// dispatcher's default when empty.
+	Timeout    string            `json:"timeout,omitempty"`
+	Attributes map[string]string `json:"attributes,omitempty"`
+}
+
+// ResolveRequest is the body of POST /v1/commands/{id}/resolve.
+type ResolveRequest struct {
+	// Action is "redispatch" or "cancel".
+	Action string `json:"action"`
+}
+
+// ErrorResponse is the body of every answer that is not 2xx.
+type ErrorResponse struct {
+	Error     string `json:"error"`
+	Leader    string `json:"leader,omitempty"`
+	LeaderURL string `json:"leader_url,omitempty"`
+}
+
+func (s *server) auth(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.opts.Token != "" {
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.Token)) != 1 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="dispatcher"`)
+				writeError(w, http.StatusUnauthorized, ErrorResponse{Error: "missing or wrong bearer token"})
+				return
+			}
+		}
+		next(w, r)
+	}
+}
+
+func (s *server) leadership(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.backend.Leadership())
+}
+
+func (s *server) recent(w http.ResponseWriter, r *http.Request) {
+	limit := DefaultRecentLimit
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			writeError(w, http.StatusBadRequest, ErrorResponse{Error: "limit: want a number above 0"})
+			return
+		}
+		limit = n
+	}
+	writeJSON(w, http.StatusOK, s.backend.Recent(limit))
+}
+
+func (s *server) command(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	st, ok := s.backend.Command(id)
+	if !ok {
+		// A standby knows little: the leader may know the command.
+		if l := s.backend.Leadership(); !l.Leader && l.HolderURL != "" {
+			redirect(w, r, l.HolderURL)
+			return
+		}
+		writeError(w, http.StatusNotFound, ErrorResponse{Error: "unknown command " + strconv.Quote(id)})
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *server) submit(w http.ResponseWriter, r *http.Request) {
+	var req SubmitRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	wait, err := parseWait(r.URL.Query().Get("wait"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, ErrorResponse{Error: err.Error()})
+		return
+	}
+	cmd, err := req.command(time.Now())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, ErrorResponse{Error: err.Error()})
+		return
+	}
+	st, err := s.backend.Submit(r.Context(), cmd, wait)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	code := http.StatusOK
+	if st.State == StatePending {
+		code = http.StatusAccepted
+	}
+	w.Header().Set("Location", "/v1/commands/"+cmd.ID)
+	writeJSON(w, code, st)
+}
+
+func (s *server) resolve(w http.ResponseWriter, r *http.Request) {
+	var req ResolveRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	var action dispatch.ResolveAction
+	switch req.Action {
+	case dispatch.ResolveRedispatch.String():
+		action = dispatch.ResolveRedispatch
+	case dispatch.ResolveCancel.String():
+		action = dispatch.ResolveCancel
+	default:
+		writeError(w, http.StatusBadRequest, ErrorResponse{Error: "action: want redispatch or cancel"})
+		return
+	}
+	st, err := s.backend.Resolve(r.Context(), r.PathValue("id"), action)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *server) readyz(w http.ResponseWriter, _ *http.Request) {
+	if err := s.backend.Ready(); err != nil {
+		writeText(w, http.StatusServiceUnavailable, "not ready: "+err.Error())
+		return
+	}
+	writeText(w, http.StatusOK, "ok")
+}
+
+func (s *server) leaderz(w http.ResponseWriter, _ *http.Request) {
+	l := s.backend.Leadership()
+	if !l.Leader {
+		writeText(w, http.StatusServiceUnavailable, "standby: "+dashIfEmpty(l.Holder)+" leads")
+		return
+	}
+	writeText(w, http.StatusOK, "leader: token "+l.Token)
+}
+
+// fail answers a backend error with its status.
+func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var notLeader *NotLeaderError
+	var invalid *dispatch.InvalidCommandError
+	var unknownDevice *dispatch.UnknownDeviceError
+	var unknownCmd *dispatch.UnknownCommandError
+	var notInDoubt *dispatch.NotInDoubtError
+	switch {
+	case errors.As(err, &notLeader):
+		if notLeader.LeaderURL != "" {
+			redirect(w, r, notLeader.LeaderURL)
+			return
+		}
+		w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
+		writeError(w, http.StatusServiceUnavailable, ErrorResponse{Error: err.Error(), Leader: notLeader.Leader})
+	case errors.As(err, &invalid), errors.As(err, &unknownDevice):
+		writeError(w, http.StatusBadRequest, ErrorResponse{Error: err.Error()})
+	case errors.Is(err, ErrUnknownCommand), errors.As(err, &unknownCmd):
+		writeError(w, http.StatusNotFound, ErrorResponse{Error: err.Error()})
+	case errors.As(err, &notInDoubt):
+		writeError(w, http.StatusConflict, ErrorResponse{Error: err.Error()})
+	case errors.Is(err, dispatch.ErrHalted):
+		w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
+		writeError(w, http.StatusServiceUnavailable, ErrorResponse{Error: err.Error()})
+	default:
+		s.opts.Logger.Warn("httpapi: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		writeError(w, http.StatusInternalServerError, ErrorResponse{Error: err.Error()})
+	}
+}
+
+// redirect sends the client to the same request on the leader.
+func redirect(w http.ResponseWriter, r *http.Request, leaderURL string) {
+	target := strings.TrimRight(leaderURL, "/") + r.URL.RequestURI()
+	w.Header().Set("Location", target)
+	writeJSON(w, http.StatusTemporaryRedirect, ErrorResponse{Error: "not the leader", LeaderURL: leaderURL})
+}
+
+// command builds the dispatch command of a submission.
+func (req SubmitRequest) command(now time.Time) (dispatch.Command, error) {
+	cmd := dispatch.Command{
+		ID:          req.ID,
+		Device:      req.Device,
+		Action:      req.Action,
+		SubmittedAt: now,
+		Attributes:  req.Attributes,
+	}
+	switch {
+	case req.Payload != "" && req.PayloadBase64 != "":
+		return cmd, errors.New("give payload or payload_base64, not both")
+	case req.PayloadBase64 != "":
+		p, err := base64.StdEncoding.DecodeString(req.PayloadBase64)
+		if err != nil {
+			return cmd, errors.New("payload_base64: not base64")
+		}
+		cmd.Payload = p
+	case req.Payload != "":
+		cmd.Payload = []byte(req.Payload)
+	}
+	if req.Timeout != "" {
+		d, err := time.ParseDuration(req.Timeout)
+		if err != nil || d <= 0 {
+			return cmd, errors.New("timeout: want a duration above 0, such as 30s")
+		}
+		cmd.Deadline = now.Add(d)
+	}
+	if req.ID == "" {
+		return cmd, errors.New("id: required, the command's idempotency key")
+	}
+	if req.Device == "" {
+		return cmd, errors.New("device: required")
+	}
+	return cmd, nil
+}
+
+func parseWait(v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 || d > MaxWait {
+		return 0, errors.New("wait: want a duration from 0 to " + MaxWait.String())
+	}
+	return d, nil
+}
+
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, ErrorResponse{Error: "body: " + err.Error()})
+		return false
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, e ErrorResponse) { writeJSON(w, code, e) }
+
+func writeText(w http.ResponseWriter, code int, s string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = io.WriteString(w, s+"\n")
+}
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "no member"
+	}
+	return s
+}
