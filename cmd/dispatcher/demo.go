@@ -11,6 +11,6 @@ func NewDemoCommand(streams Streams) *cobra.Command {
 	return &cobra.Command{
 		Use:   "demo",
 		Short: "demo",
-		RunE: func(*cobra.Command, []string) error { return errors.New("demo: not built yet") },
+		RunE:  func(*cobra.Command, []string) error { return errors.New("demo: not built yet") },
 	}
 }

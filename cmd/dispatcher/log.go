@@ -11,6 +11,6 @@ func NewLogCommand(streams Streams) *cobra.Command {
 	return &cobra.Command{
 		Use:   "log",
 		Short: "log",
-		RunE: func(*cobra.Command, []string) error { return errors.New("log: not built yet") },
+		RunE:  func(*cobra.Command, []string) error { return errors.New("log: not built yet") },
 	}
 }

@@ -11,6 +11,6 @@ func NewResolveCommand(streams Streams) *cobra.Command {
 	return &cobra.Command{
 		Use:   "resolve",
 		Short: "resolve",
-		RunE: func(*cobra.Command, []string) error { return errors.New("resolve: not built yet") },
+		RunE:  func(*cobra.Command, []string) error { return errors.New("resolve: not built yet") },
 	}
 }

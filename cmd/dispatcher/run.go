@@ -11,6 +11,6 @@ func NewRunCommand(streams Streams) *cobra.Command {
 	return &cobra.Command{
 		Use:   "run",
 		Short: "run",
-		RunE: func(*cobra.Command, []string) error { return errors.New("run: not built yet") },
+		RunE:  func(*cobra.Command, []string) error { return errors.New("run: not built yet") },
 	}
 }

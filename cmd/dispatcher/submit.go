@@ -11,6 +11,6 @@ func NewSubmitCommand(streams Streams) *cobra.Command {
 	return &cobra.Command{
 		Use:   "submit",
 		Short: "submit",
-		RunE: func(*cobra.Command, []string) error { return errors.New("submit: not built yet") },
+		RunE:  func(*cobra.Command, []string) error { return errors.New("submit: not built yet") },
 	}
 }

@@ -346,4 +346,3 @@ func topicsTable(reports []TopicReport) table {
 	}
 	return t
 }
-
