@@ -1,8 +1,42 @@
 package config
 
-// checkDevice validates the type-specific section of a device. The section
-// is decoded strictly into the configuration type of its device package, so
-// a misspelt key is reported with its path.
+import (
+	"errors"
+	"fmt"
+
+	"github.com/goccy/go-yaml"
+
+	"github.com/krabka-io/krabka-dispatch/devices/mqtt"
+)
+
+// MQTTConfig decodes the device's mqtt section strictly into the
+// configuration of package devices/mqtt.
+func (d Device) MQTTConfig() (mqtt.Config, error) {
+	var c mqtt.Config
+	if err := yaml.UnmarshalWithOptions(d.MQTT, &c, yaml.Strict()); err != nil {
+		return c, &FieldError{Value: "", Problem: yaml.FormatError(err, false, false)}
+	}
+	return c, nil
+}
+
+// checkDevice validates the type-specific section of a device: it decodes it
+// strictly into the configuration type of its device package, so a misspelt
+// key is reported, and runs that package's validation. A returned
+// *FieldError names the field relative to the section.
 func checkDevice(d Device) error {
+	switch d.Type {
+	case DeviceMQTT:
+		c, err := d.MQTTConfig()
+		if err != nil {
+			return err
+		}
+		if err := c.Validate(); err != nil {
+			var ce *mqtt.ConfigError
+			if errors.As(err, &ce) {
+				return &FieldError{Field: ce.Field, Value: ce.Value, Problem: ce.Reason}
+			}
+			return fmt.Errorf("%w", err)
+		}
+	}
 	return nil
 }

@@ -246,7 +246,11 @@ func (c *Config) validateDevices(v *validator) {
 		if err := checkDevice(d); err != nil {
 			var fe *FieldError
 			if errors.As(err, &fe) {
-				v.add(prefix+"."+d.Type+"."+fe.Field, fe.Value, "%s", fe.Problem)
+				field := prefix + "." + d.Type
+				if fe.Field != "" {
+					field += "." + fe.Field
+				}
+				v.add(field, fe.Value, "%s", fe.Problem)
 			} else {
 				v.add(prefix+"."+d.Type, "", "%v", err)
 			}
