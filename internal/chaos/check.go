@@ -1,0 +1,242 @@
+package chaos
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/dispatch"
+)
+
+// The classes of a Violation.
+const (
+	// UnloggedDispatch: a device received a command with no committed
+	// Issued or Redispatched record under the token it saw.
+	UnloggedDispatch = "dispatch-not-in-log"
+	// TokenRegression: the fencing device obeyed a token lower than one it
+	// obeyed before.
+	TokenRegression = "token-regression"
+	// LostCommand: an accepted command has no Issued record, or no terminal
+	// or in-doubt outcome.
+	LostCommand = "lost-command"
+	// AuditViolation: the log breaks one of its own invariants.
+	AuditViolation = "audit"
+)
+
+// Violation is one broken guarantee.
+type Violation struct {
+	// Class is one of the class constants.
+	Class string `json:"class"`
+
+	// Detail says what broke, naming the command, token, member and offset.
+	Detail string `json:"detail"`
+}
+
+// Input is what a chaos run leaves behind for the checker.
+type Input struct {
+	// Log is the role's partition of the command log, in offset order.
+	Log []dispatch.Entry
+
+	// Fenced and Plain are the calls each device received, in arrival order.
+	Fenced, Plain []Call
+
+	// Accepted are the IDs of the commands whose submission the requests
+	// topic acknowledged.
+	Accepted []string
+}
+
+// Report is the checker's verdict on one run.
+type Report struct {
+	// Violations lists every broken guarantee; empty means the run passed.
+	Violations []Violation `json:"violations"`
+
+	// Accepted, Issued and Settled count the accepted commands, the Issued
+	// records, and the accepted commands with a terminal or in-doubt outcome.
+	Accepted int `json:"accepted"`
+	Issued   int `json:"issued"`
+	Settled  int `json:"settled"`
+
+	// Outcomes counts the latest outcome of every issued command by status.
+	Outcomes map[string]int `json:"outcomes"`
+
+	// Tokens is the number of distinct tokens in the log, and Redispatched
+	// the number of Redispatched records.
+	Tokens       int `json:"tokens"`
+	Redispatched int `json:"redispatched"`
+
+	// FencedCalls, FencedRefused and PlainCalls count the device calls; a
+	// refusal is the fencing device turning away a deposed leader.
+	FencedCalls   int `json:"fenced_calls"`
+	FencedRefused int `json:"fenced_refused"`
+	PlainCalls    int `json:"plain_calls"`
+
+	// PlainDoubles counts the commands the non-fencing device obeyed more
+	// than once; PlainDoublesRedispatched of them had a Redispatched record
+	// (a takeover or an operator chose to send it again), the rest were
+	// dispatched twice under records of different leaders with no
+	// redispatch: the zombie window. FencedDoubles is the same count at the
+	// fencing device.
+	PlainDoubles             int `json:"plain_doubles"`
+	PlainDoublesRedispatched int `json:"plain_doubles_redispatched"`
+	FencedDoubles            int `json:"fenced_doubles"`
+}
+
+// OK reports whether the run kept every guarantee.
+func (r Report) OK() bool { return len(r.Violations) == 0 }
+
+// Check proves the guarantees of a chaos run from its records.
+func Check(in Input) Report {
+	r := Report{Accepted: len(in.Accepted), Outcomes: map[string]int{}}
+	add := func(class, format string, args ...any) {
+		r.Violations = append(r.Violations, Violation{Class: class, Detail: fmt.Sprintf(format, args...)})
+	}
+
+	// Index the log: the tokens each command was issued or redispatched
+	// under, and its outcomes.
+	dispatchable := map[string]map[string]bool{} // id -> token -> committed
+	issued := map[string]bool{}
+	redispatched := map[string]bool{}
+	latest := map[string]dispatch.Status{}
+	tokens := map[string]bool{}
+	for _, e := range in.Log {
+		tokens[e.Token.String()] = true
+		id := e.CommandID()
+		switch e.Kind {
+		case dispatch.EntryIssued, dispatch.EntryRedispatched:
+			if dispatchable[id] == nil {
+				dispatchable[id] = map[string]bool{}
+			}
+			dispatchable[id][e.Token.String()] = true
+			if e.Kind == dispatch.EntryIssued {
+				issued[id] = true
+				r.Issued++
+			} else {
+				redispatched[id] = true
+				r.Redispatched++
+			}
+		case dispatch.EntryOutcome:
+			latest[id] = e.Outcome.Status
+		}
+	}
+	r.Tokens = len(tokens)
+	for id := range issued {
+		st, ok := latest[id]
+		name := "pending"
+		if ok {
+			name = st.String()
+		}
+		r.Outcomes[name]++
+	}
+	for _, f := range audit(in.Log) {
+		add(AuditViolation, "%s", f)
+	}
+	for _, v := range dispatch.Verify(in.Log) {
+		add(AuditViolation, "%s", v)
+	}
+
+	// No dispatch of a command absent from the log.
+	for _, calls := range [][]Call{in.Fenced, in.Plain} {
+		for _, c := range calls {
+			if !dispatchable[c.ID][c.Token] {
+				add(UnloggedDispatch, "device %s received %s from %s under token %s (%s); the log holds no Issued or Redispatched record of it under that token (log tokens for it: %s)",
+					c.Device, c.ID, c.Member, c.Token, c.Verdict, strings.Join(keys(dispatchable[c.ID]), ", "))
+			}
+		}
+	}
+
+	// No token regression at the fencing device.
+	var highest coordination.FencingToken
+	var highestCall Call
+	seen := false
+	for _, c := range in.Fenced {
+		r.FencedCalls++
+		if c.Verdict != VerdictObeyed {
+			r.FencedRefused++
+			continue
+		}
+		t, err := parseToken(c.Token)
+		if err != nil {
+			add(TokenRegression, "fencing device obeyed an unreadable token %q for %s", c.Token, c.ID)
+			continue
+		}
+		if seen && t.Compare(highest) < 0 {
+			add(TokenRegression, "fencing device obeyed %s under %s from %s after %s under %s from %s",
+				c.ID, c.Token, c.Member, highestCall.ID, highestCall.Token, highestCall.Member)
+			continue
+		}
+		highest, highestCall, seen = t, c, true
+	}
+	r.PlainCalls = len(in.Plain)
+
+	// No accepted command lost.
+	for _, id := range in.Accepted {
+		if !issued[id] {
+			add(LostCommand, "accepted command %s has no Issued record", id)
+			continue
+		}
+		st, ok := latest[id]
+		if !ok {
+			add(LostCommand, "accepted command %s has no outcome", id)
+			continue
+		}
+		if !st.Terminal() && st != dispatch.StatusInDoubt {
+			add(LostCommand, "accepted command %s ends %s, neither terminal nor in doubt", id, st)
+			continue
+		}
+		r.Settled++
+	}
+
+	// Double dispatches.
+	r.FencedDoubles, _ = doubles(in.Fenced, redispatched)
+	r.PlainDoubles, r.PlainDoublesRedispatched = doubles(in.Plain, redispatched)
+	return r
+}
+
+// doubles counts the commands a device obeyed more than once, and of those
+// the ones with a Redispatched record.
+func doubles(calls []Call, redispatched map[string]bool) (total, explained int) {
+	obeyed := map[string]int{}
+	for _, c := range calls {
+		if c.Verdict == VerdictObeyed {
+			obeyed[c.ID]++
+		}
+	}
+	for id, n := range obeyed {
+		if n > 1 {
+			total++
+			if redispatched[id] {
+				explained++
+			}
+		}
+	}
+	return total, explained
+}
+
+// audit checks what dispatch.Verify takes for granted: every record of the
+// log decodes, and every record was written in a transaction.
+func audit(log []dispatch.Entry) []string {
+	var out []string
+	for _, e := range log {
+		if e.Kind == 0 {
+			out = append(out, fmt.Sprintf("offset %d: the record does not decode", e.Offset))
+			continue
+		}
+		if b := e.Batch; b != nil && !b.Transactional {
+			out = append(out, fmt.Sprintf("offset %d: written outside a transaction", e.Offset))
+		}
+	}
+	return out
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		return []string{"none"}
+	}
+	return out
+}

@@ -1,0 +1,240 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/dispatch"
+)
+
+// The two devices of a chaos run.
+const (
+	// FencedDevice refuses any token lower than the highest it has seen.
+	FencedDevice = "fenced"
+
+	// PlainDevice obeys every call, as hardware without a fence does.
+	PlainDevice = "plain"
+)
+
+// Verdicts of a device call.
+const (
+	VerdictObeyed  = "obeyed"
+	VerdictRefused = "refused"
+)
+
+// Call is one call that a device received, as its record file holds it.
+type Call struct {
+	// Device is the device name, FencedDevice or PlainDevice.
+	Device string `json:"device"`
+
+	// ID is the command ID.
+	ID string `json:"id"`
+
+	// Token is the fencing token the dispatcher passed, producer_id:epoch.
+	Token string `json:"token"`
+
+	// Member is the member that dispatched.
+	Member string `json:"member"`
+
+	// At is when the device received the call, in Unix nanoseconds.
+	At int64 `json:"at"`
+
+	// Verdict says whether the device acted.
+	Verdict string `json:"verdict"`
+}
+
+// DeviceServer is the hardware of a chaos run: an HTTP service on loopback
+// that plays both devices and records every call to <dir>/<device>.jsonl.
+// Its calls are serialised, so the record order is the order of arrival.
+type DeviceServer struct {
+	srv  *http.Server
+	ln   net.Listener
+	done chan struct{}
+
+	mu      sync.Mutex
+	files   map[string]*os.File
+	highest coordination.FencingToken
+	seen    bool
+}
+
+// StartDeviceServer listens on 127.0.0.1 and serves the devices until Close.
+func StartDeviceServer(dir string) (*DeviceServer, error) {
+	files := map[string]*os.File{}
+	for _, name := range []string{FencedDevice, PlainDevice} {
+		f, err := os.OpenFile(filepath.Join(dir, name+".jsonl"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		files[name] = f
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &DeviceServer{ln: ln, files: files, done: make(chan struct{})}
+	s.srv = &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		defer close(s.done)
+		_ = s.srv.Serve(ln)
+	}()
+	return s, nil
+}
+
+// URL is the base URL the members' HTTPDevice calls.
+func (s *DeviceServer) URL() string { return "http://" + s.ln.Addr().String() }
+
+// Close stops the server, waits for it, and closes the record files.
+func (s *DeviceServer) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := s.srv.Shutdown(ctx)
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range s.files {
+		err = errors.Join(err, f.Close())
+	}
+	return err
+}
+
+func (s *DeviceServer) serve(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	device := q.Get("device")
+	call := Call{Device: device, ID: q.Get("id"), Token: q.Get("token"), Member: q.Get("member")}
+	token, err := parseToken(call.Token)
+	if err != nil || call.ID == "" || (device != FencedDevice && device != PlainDevice) {
+		http.Error(w, "bad call", http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	call.At = time.Now().UnixNano()
+	call.Verdict = VerdictObeyed
+	if device == FencedDevice {
+		if s.seen && token.Compare(s.highest) < 0 {
+			call.Verdict = VerdictRefused
+		} else {
+			s.highest, s.seen = token, true
+		}
+	}
+	line, _ := json.Marshal(call)
+	_, werr := s.files[device].Write(append(line, '\n'))
+	s.mu.Unlock()
+	if werr != nil {
+		http.Error(w, werr.Error(), http.StatusInternalServerError)
+		return
+	}
+	if call.Verdict == VerdictRefused {
+		http.Error(w, "token below the highest seen", http.StatusConflict)
+		return
+	}
+	_, _ = io.WriteString(w, "ok")
+}
+
+// ReadCalls reads the record file of one device, in arrival order.
+func ReadCalls(dir, device string) ([]Call, error) {
+	f, err := os.Open(filepath.Join(dir, device+".jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var calls []Call
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var c Call
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			return nil, fmt.Errorf("%s: %w", device, err)
+		}
+		calls = append(calls, c)
+	}
+	return calls, sc.Err()
+}
+
+// HTTPDevice is the dispatch.Device of a member: it calls one device of a
+// DeviceServer. A refusal is dispatch.Rejected; a call that never reached
+// the server is dispatch.Retryable; anything else leaves the command in
+// doubt.
+type HTTPDevice struct {
+	// BaseURL is DeviceServer.URL.
+	BaseURL string
+
+	// Name is FencedDevice or PlainDevice.
+	Name string
+
+	// Member is the member id sent with each call.
+	Member string
+
+	// Client makes the calls; its timeout bounds each one.
+	Client *http.Client
+
+	// Redispatch is what RedispatchSafe answers.
+	Redispatch bool
+}
+
+var (
+	_ dispatch.Device       = (*HTTPDevice)(nil)
+	_ dispatch.Redispatcher = (*HTTPDevice)(nil)
+)
+
+// Dispatch implements dispatch.Device.
+func (d *HTTPDevice) Dispatch(ctx context.Context, cmd dispatch.Command, token coordination.FencingToken) (dispatch.Result, error) {
+	q := url.Values{"device": {d.Name}, "id": {cmd.ID}, "token": {token.String()}, "member": {d.Member}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.BaseURL+"/dispatch?"+q.Encode(), nil)
+	if err != nil {
+		return dispatch.Result{}, dispatch.Rejected(err)
+	}
+	resp, err := d.Client.Do(req)
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return dispatch.Result{}, dispatch.Retryable(err)
+		}
+		return dispatch.Result{}, err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return dispatch.Result{Detail: string(body)}, nil
+	case http.StatusConflict:
+		return dispatch.Result{}, dispatch.Rejected(fmt.Errorf("%s refused token %s", d.Name, token))
+	default:
+		return dispatch.Result{}, fmt.Errorf("%s answered %s", d.Name, resp.Status)
+	}
+}
+
+// RedispatchSafe implements dispatch.Redispatcher.
+func (d *HTTPDevice) RedispatchSafe(dispatch.Command) bool { return d.Redispatch }
+
+// parseToken reads the producer_id:epoch form of FencingToken.String.
+// (coordination.ParseFencingToken at this revision refuses every producer
+// id, because its range check shifts an int by 63 bits; this parser stands
+// in until that is fixed.)
+func parseToken(text string) (coordination.FencingToken, error) {
+	id, epoch, ok := strings.Cut(text, ":")
+	if !ok {
+		return coordination.NoEpoch, fmt.Errorf("token %q: no colon", text)
+	}
+	pid, err := strconv.ParseInt(id, 10, 64)
+	if err != nil {
+		return coordination.NoEpoch, fmt.Errorf("token %q: %w", text, err)
+	}
+	ep, err := strconv.ParseInt(epoch, 10, 16)
+	if err != nil {
+		return coordination.NoEpoch, fmt.Errorf("token %q: %w", text, err)
+	}
+	return coordination.NewFencingToken(pid, int16(ep))
+}

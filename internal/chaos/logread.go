@@ -1,0 +1,87 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/dispatch"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// DefaultRequestTimeout bounds each request of the harness's own clients.
+const DefaultRequestTimeout = 10 * time.Second
+
+// LogReader reads a partition of the command log, read_committed, from its
+// start to its last stable offset. It implements dispatch.LogReader, so the
+// members recover from the log with it and the checker reads what they
+// wrote with the same code.
+type LogReader struct {
+	// Brokers are the bootstrap addresses.
+	Brokers []string
+}
+
+var _ dispatch.LogReader = LogReader{}
+
+// ReadLog implements dispatch.LogReader.
+func (r LogReader) ReadLog(ctx context.Context, tp coordination.TopicPartition) ([]dispatch.Entry, error) {
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(r.Brokers...), kgo.RequestTimeoutOverhead(DefaultRequestTimeout))
+	if err != nil {
+		return nil, err
+	}
+	ends, err := kadm.NewClient(admCl).ListCommittedOffsets(ctx, tp.Topic)
+	admCl.Close()
+	if err != nil {
+		return nil, fmt.Errorf("chaos: last stable offset of %s: %w", tp.Topic, err)
+	}
+	end, ok := ends.Lookup(tp.Topic, int32(tp.Partition))
+	if !ok || end.Err != nil {
+		return nil, fmt.Errorf("chaos: last stable offset of %s/%d: %v", tp.Topic, tp.Partition, end.Err)
+	}
+	lso := end.Offset
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(r.Brokers...),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{tp.Topic: {int32(tp.Partition): kgo.NewOffset().AtStart()}}),
+		kgo.FetchMaxWait(200*time.Millisecond),
+		kgo.RequestTimeoutOverhead(DefaultRequestTimeout),
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	var entries []dispatch.Entry
+	next := int64(0)
+	for next < lso {
+		fetches := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		var ferr error
+		fetches.EachError(func(_ string, _ int32, err error) { ferr = errors.Join(ferr, err) })
+		if ferr != nil {
+			return nil, fmt.Errorf("chaos: read %s/%d: %w", tp.Topic, tp.Partition, ferr)
+		}
+		fetches.EachRecord(func(rec *kgo.Record) {
+			next = rec.Offset + 1
+			if rec.Attrs.IsControl() || rec.Offset >= lso {
+				return
+			}
+			e, err := dispatch.DecodeEntry(rec.Key, rec.Value)
+			if err != nil {
+				// A record the codec refuses is itself a finding; keep
+				// its offset so the checker reports it.
+				entries = append(entries, dispatch.Entry{Offset: rec.Offset})
+				return
+			}
+			e.Offset = rec.Offset
+			e.Batch = &dispatch.BatchInfo{ProducerID: rec.ProducerID, ProducerEpoch: rec.ProducerEpoch, Transactional: rec.Attrs.IsTransactional()}
+			entries = append(entries, e)
+		})
+	}
+	return entries, nil
+}
