@@ -1,0 +1,202 @@
+package coordination
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// KafkaTransport implements [Transport] and [GuardedWriter] with franz-go.
+//
+// One transport serves every role of a process. It owns three kinds of
+// client, created from the same franz-go options:
+//
+//   - a plain client, idempotent and not transactional, with acks=all, that
+//     appends the registrations ([KafkaTransport.Append]), reads partitions
+//     ([KafkaTransport.ReadPartition]), and asks the transaction coordinator
+//     ([KafkaTransport.DescribeEpoch]);
+//   - one transactional client per role, with transactional.id = the role
+//     and transaction.timeout.ms = the lease duration, created by
+//     [KafkaTransport.AcquireEpoch] and by nothing else, because its
+//     InitProducerId is what fences the previous holder.
+//
+// Every record goes to the partition its caller names: the clients use a
+// manual partitioner, never a key hash. The transactional client of a role
+// runs one transaction at a time, and it checks every produce result and
+// aborts the transaction on any error, because Kafka would otherwise commit
+// the part that succeeded. A client that the broker fenced (error codes 47
+// INVALID_PRODUCER_EPOCH and 90 PRODUCER_FENCED), that met INVALID_TXN_STATE,
+// or whose commit has an unknown outcome is closed at once and never used
+// again: franz-go would otherwise recover it with a fresh InitProducerId,
+// which must only ever happen in AcquireEpoch.
+//
+// # Transaction versions
+//
+// The transport supports both transaction protocols of Kafka. The token is
+// the producer id and epoch that the coordinator holds for the role; what
+// moves it differs.
+//
+// Under transactions v1 (a cluster below Kafka 4.0, a Kafka 4 cluster
+// formatted with transaction.version=1, or a client capped below the KIP-890
+// request versions), the coordinator mints the token at InitProducerId and
+// keeps it for the life of the producer. A token then names one leadership.
+//
+// Under transactions v2 (KIP-890, the default of a Kafka 4 cluster), the
+// coordinator bumps the epoch at every commit and every abort, returns the new
+// pair in the EndTxn response, and moves to a new producer id with epoch 0
+// when the epoch nears exhaustion. A token then names one leadership at one
+// point of its life: [KafkaTransport.WriteGuarded] returns the token of the
+// coordinator after each commit, and [Leadership] adopts it, so
+// [Leadership.Token] stays the token that [DescribeLeadership] reports. Under
+// both versions tokens only grow in [FencingToken.Compare] order, and a record
+// that a guarded write builds from its token carries the token of the
+// transaction that wrote it.
+//
+// A transport is safe for concurrent use. [KafkaTransport.Close] releases
+// every client.
+type KafkaTransport struct {
+	lease LeaseConfig
+	opts  []kgo.Opt // the caller's options, below the transport's own
+
+	plain *kgo.Client // registrations, reads, and coordinator questions
+	admin *kadm.Client
+
+	mu        sync.Mutex
+	closed    bool
+	producers map[string]*roleProducer // by role name
+	readers   map[TopicPartition]*partitionReader
+}
+
+// kafkaMaxFetchWait bounds one long-poll fetch of
+// [KafkaTransport.WaitPartition]; a longer wait is a loop of such fetches.
+const kafkaMaxFetchWait = 5 * time.Second
+
+// errTransportClosed is returned by every call after
+// [KafkaTransport.Close].
+var errTransportClosed = errors.New("coordination: kafka transport is closed")
+
+// NewKafkaTransport connects a coordination transport to brokers.
+//
+// The lease duration becomes the transaction timeout of every role's
+// producer (Kafka's transaction.timeout.ms), so the coordinator aborts the
+// open transaction of a holder that died, and it bounds every call of the
+// transport. The call checks its arguments and creates the plain client; it
+// reaches no broker, so a cluster that is down fails the first call, not this
+// one. Use [NewKafkaTransportWithClientOptions] for TLS, SASL, or any other
+// franz-go setting.
+func NewKafkaTransport(lease LeaseConfig, brokers ...string) (*KafkaTransport, error) {
+	if len(brokers) == 0 {
+		return nil, errors.New("coordination: kafka transport needs at least one broker address")
+	}
+	return NewKafkaTransportWithClientOptions(lease, kgo.SeedBrokers(brokers...))
+}
+
+// NewKafkaTransportWithClientOptions is [NewKafkaTransport] with franz-go
+// client options instead of bare addresses. The options must include
+// kgo.SeedBrokers, and they carry whatever the cluster needs: kgo.DialTLSConfig
+// or kgo.Dialer for TLS, kgo.SASL for authentication, kgo.ClientID,
+// kgo.WithLogger, kgo.MaxVersions.
+//
+// Every client of the transport gets these options, followed by the ones the
+// transport's rules require, which win: a manual partitioner, acks=all,
+// idempotent writes, read_committed reads, and, for a role's producer, the
+// transactional id and the transaction timeout. It rejects options that set
+// a transactional id, a consumer group, or consumed topics, because the
+// transport creates those itself.
+//
+// Capping the request versions below Kafka 4.0, for example with
+// kgo.MaxVersions(kversion.V3_9_0()), makes the transport run transactions
+// v1 against a Kafka 4 cluster.
+func NewKafkaTransportWithClientOptions(lease LeaseConfig, opts ...kgo.Opt) (*KafkaTransport, error) {
+	if lease.duration <= 0 {
+		return nil, errors.New("coordination: lease config is the zero value; build one with NewLeaseConfig")
+	}
+	t := &KafkaTransport{
+		lease:     lease,
+		opts:      append([]kgo.Opt(nil), opts...),
+		producers: make(map[string]*roleProducer),
+		readers:   make(map[TopicPartition]*partitionReader),
+	}
+	plain, err := kgo.NewClient(t.clientOpts()...)
+	if err != nil {
+		return nil, fmt.Errorf("coordination: kafka transport: %w", err)
+	}
+	if err := checkClientOpts(plain); err != nil {
+		plain.Close()
+		return nil, err
+	}
+	t.plain = plain
+	t.admin = kadm.NewClient(plain)
+	return t, nil
+}
+
+// checkClientOpts rejects caller options that the transport must own.
+func checkClientOpts(cl *kgo.Client) error {
+	if id, _ := cl.OptValue(kgo.TransactionalID).(string); id != "" {
+		return fmt.Errorf("coordination: kafka transport: option kgo.TransactionalID(%q): the transport sets the transactional id of each role itself", id)
+	}
+	if group, _ := cl.OptValue(kgo.ConsumerGroup).(string); group != "" {
+		return fmt.Errorf("coordination: kafka transport: option kgo.ConsumerGroup(%q): the transport joins no group", group)
+	}
+	if topics, _ := cl.OptValue(kgo.ConsumeTopics).([]string); len(topics) > 0 {
+		return fmt.Errorf("coordination: kafka transport: option kgo.ConsumeTopics(%v): the transport reads partitions itself", topics)
+	}
+	return nil
+}
+
+// clientOpts returns the options of a client: the caller's, then the ones
+// the transport's rules require.
+func (t *KafkaTransport) clientOpts(extra ...kgo.Opt) []kgo.Opt {
+	opts := append([]kgo.Opt(nil), t.opts...)
+	opts = append(opts,
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+	)
+	return append(opts, extra...)
+}
+
+// bound limits one call to the lease duration: a call that takes longer
+// than a lease is useless to a holder, whose standbys challenge at the
+// deadline anyway.
+func (t *KafkaTransport) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, t.lease.duration)
+}
+
+// Close releases every client owned by the transport: the producer of every
+// role, which ends every leadership written through it, and the plain client.
+// It waits for no transaction; one in flight fails. Close is idempotent, and
+// every call after it returns an error.
+func (t *KafkaTransport) Close() {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return
+	}
+	t.closed = true
+	producers := t.producers
+	t.producers = nil
+	t.readers = nil
+	t.mu.Unlock()
+
+	for _, p := range producers {
+		p.end(fmt.Errorf("coordination: role %s: %w", p.role, errTransportClosed))
+	}
+	t.plain.Close()
+}
+
+// open reports errTransportClosed after Close.
+func (t *KafkaTransport) open() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return errTransportClosed
+	}
+	return nil
+}

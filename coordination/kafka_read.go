@@ -1,0 +1,303 @@
+package coordination
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Fetch settings of the partition reads.
+const (
+	// kafkaFetchMaxBytes bounds one fetch response. Kafka returns at least
+	// one whole batch whatever the bound, so a read always advances.
+	kafkaFetchMaxBytes = 4 << 20
+
+	// kafkaRetryBackoff is the pause before a fetch is retried after a
+	// leader move or a broker that went away.
+	kafkaRetryBackoff = 50 * time.Millisecond
+)
+
+// partitionReader is the read state of one partition: the records read so
+// far, kept the way log compaction keeps them (the last record of every
+// key), and the offset to fetch next. A reader continues where the last read
+// ended, so a read of an unchanged partition costs one fetch.
+//
+// The reader sends its own Fetch requests and parses them with
+// kgo.ProcessFetchPartition, because the position after a read is what tells
+// that the read reached the last stable offset: aborted batches, control
+// records, and offsets that compaction removed leave no record to look at.
+type partitionReader struct {
+	partition TopicPartition
+	slot      chan struct{} // one read at a time
+
+	next    int64                  // the offset to fetch next
+	records map[string]StateRecord // by key: the record of the highest offset
+
+	leader  int32 // the partition leader, -1 when unknown
+	topicID [16]byte
+}
+
+func newPartitionReader(partition TopicPartition) *partitionReader {
+	return &partitionReader{
+		partition: partition,
+		slot:      make(chan struct{}, 1),
+		records:   make(map[string]StateRecord),
+		leader:    -1,
+	}
+}
+
+// reader returns the reader of a partition, created at its first use.
+func (t *KafkaTransport) reader(partition TopicPartition) (*partitionReader, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, errTransportClosed
+	}
+	r := t.readers[partition]
+	if r == nil {
+		r = newPartitionReader(partition)
+		t.readers[partition] = r
+	}
+	return r, nil
+}
+
+// ReadPartition returns the committed records of the partition from its
+// first offset to its last stable offset, oldest first. It reads with
+// read_committed isolation, so a record of an aborted or still open
+// transaction never shows.
+//
+// The transport remembers what it read: a later call fetches only what came
+// after, and it returns the last record of every key, which is what log
+// compaction keeps, so the result folds to the same state as a read of the
+// whole log. It retries a leader move or a lost broker within the bound of
+// the call.
+func (t *KafkaTransport) ReadPartition(ctx context.Context, partition TopicPartition) ([]StateRecord, error) {
+	if err := checkPartition(partition); err != nil {
+		return nil, fmt.Errorf("coordination: read partition: %w", err)
+	}
+	r, err := t.reader(partition)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := t.bound(ctx)
+	defer cancel()
+	select {
+	case r.slot <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("coordination: read %s[%d]: %w", partition.Topic, partition.Partition, ctx.Err())
+	}
+	defer func() { <-r.slot }()
+
+	for {
+		fp, next, err := t.fetch(ctx, r, r.next, 0)
+		if err != nil {
+			return nil, fmt.Errorf("coordination: read %s[%d] at offset %d: %w", partition.Topic, partition.Partition, r.next, err)
+		}
+		if next < 0 {
+			// The offset fell out of the log: the topic was truncated or
+			// recreated. Read it again from its start.
+			r.next, r.records = 0, make(map[string]StateRecord)
+			continue
+		}
+		for _, rec := range fp.Records {
+			if rec.Attrs.IsControl() {
+				continue
+			}
+			r.records[string(rec.Key)] = StateRecord{Offset: rec.Offset, Key: rec.Key, Value: rec.Value}
+		}
+		r.next = max(r.next, next)
+		if r.next >= fp.LastStableOffset {
+			break
+		}
+	}
+	out := make([]StateRecord, 0, len(r.records))
+	for _, rec := range r.records {
+		out = append(out, rec)
+	}
+	slices.SortFunc(out, func(a, b StateRecord) int { return cmp.Compare(a.Offset, b.Offset) })
+	return out, nil
+}
+
+// WaitPartition blocks until the partition holds a committed record at an
+// offset above after, and returns nil then; it returns the error of ctx when
+// ctx ends first. The wait is a long-poll fetch (Kafka's fetch.max.wait.ms),
+// so the broker answers the moment a transaction commits a record: a standby
+// that waits here between two reads of [KafkaTransport.ReadPartition] sees a
+// resignation within a round trip, where a sleep would cost a whole poll
+// interval. Pass -1 to wait for the first record of an empty partition.
+func (t *KafkaTransport) WaitPartition(ctx context.Context, partition TopicPartition, after int64) error {
+	if err := checkPartition(partition); err != nil {
+		return fmt.Errorf("coordination: wait on partition: %w", err)
+	}
+	if err := t.open(); err != nil {
+		return err
+	}
+	r := newPartitionReader(partition)
+	offset := max(after+1, 0)
+	for {
+		wait := kafkaMaxFetchWait
+		if deadline, ok := ctx.Deadline(); ok {
+			wait = min(wait, time.Until(deadline))
+		}
+		if wait <= 0 {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		fp, next, err := t.fetch(ctx, r, offset, wait)
+		if err != nil {
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return ctxErr
+			}
+			return fmt.Errorf("coordination: wait on %s[%d] after offset %d: %w", partition.Topic, partition.Partition, after, err)
+		}
+		if next < 0 {
+			// The offset is past the end of a truncated log; whatever comes
+			// next is new.
+			offset = 0
+			continue
+		}
+		for _, rec := range fp.Records {
+			if !rec.Attrs.IsControl() && rec.Offset > after {
+				return nil
+			}
+		}
+		offset = max(offset, next)
+	}
+}
+
+// fetch sends one read_committed Fetch for one offset of the reader's
+// partition to its leader, and parses the answer. maxWait is the long-poll
+// bound. It returns the partition and the offset to fetch next, or next -1
+// when the offset is out of range. A leader move, a lost broker, or a topic
+// that is still being created is retried within ctx.
+func (t *KafkaTransport) fetch(ctx context.Context, r *partitionReader, offset int64, maxWait time.Duration) (kgo.FetchPartition, int64, error) {
+	for {
+		fp, next, err := t.fetchOnce(ctx, r, offset, maxWait)
+		if err == nil {
+			return fp, next, nil
+		}
+		if !retriableFetchErr(err) {
+			return kgo.FetchPartition{}, 0, err
+		}
+		r.leader = -1
+		select {
+		case <-ctx.Done():
+			return kgo.FetchPartition{}, 0, fmt.Errorf("%w (last: %w)", ctx.Err(), err)
+		case <-time.After(kafkaRetryBackoff):
+		}
+	}
+}
+
+// errNoLeader reports a partition without a leader in the metadata.
+var errNoLeader = errors.New("the partition has no leader")
+
+func retriableFetchErr(err error) bool {
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Retriable || errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.FencedLeaderEpoch)
+	}
+	// A transport error: the leader went away, or the connection broke.
+	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, kgo.ErrClientClosed)
+}
+
+func (t *KafkaTransport) fetchOnce(ctx context.Context, r *partitionReader, offset int64, maxWait time.Duration) (kgo.FetchPartition, int64, error) {
+	if r.leader < 0 {
+		if err := t.locate(ctx, r); err != nil {
+			return kgo.FetchPartition{}, 0, err
+		}
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.MaxWaitMillis = int32(maxWait.Milliseconds())
+	req.MinBytes = 1
+	req.MaxBytes = kafkaFetchMaxBytes
+	req.IsolationLevel = 1 // read_committed
+	req.SessionID = 0
+	req.SessionEpoch = -1 // a full fetch, outside any fetch session
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = r.partition.Topic
+	rt.TopicID = r.topicID
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition = int32(r.partition.Partition)
+	rp.FetchOffset = offset
+	rp.CurrentLeaderEpoch = -1
+	rp.LastFetchedEpoch = -1
+	rp.LogStartOffset = -1
+	rp.PartitionMaxBytes = kafkaFetchMaxBytes
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+
+	kresp, err := t.plain.Broker(int(r.leader)).Request(ctx, req)
+	if err != nil {
+		return kgo.FetchPartition{}, 0, err
+	}
+	resp := kresp.(*kmsg.FetchResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return kgo.FetchPartition{}, 0, err
+	}
+	for i := range resp.Topics {
+		topic := &resp.Topics[i]
+		if topic.Topic != r.partition.Topic && topic.TopicID != r.topicID {
+			continue
+		}
+		for j := range topic.Partitions {
+			part := &topic.Partitions[j]
+			if part.Partition != int32(r.partition.Partition) {
+				continue
+			}
+			err := kerr.ErrorForCode(part.ErrorCode)
+			switch {
+			case errors.Is(err, kerr.OffsetOutOfRange):
+				return kgo.FetchPartition{}, -1, nil
+			case err != nil:
+				return kgo.FetchPartition{}, 0, err
+			}
+			fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+				KeepControlRecords: true,
+				Offset:             offset,
+				IsolationLevel:     kgo.ReadCommitted(),
+				Topic:              r.partition.Topic,
+				Partition:          int32(r.partition.Partition),
+			}, part, kgo.DefaultDecompressor(), nil)
+			if fp.Err != nil {
+				return kgo.FetchPartition{}, 0, fp.Err
+			}
+			return fp, max(next, offset), nil
+		}
+	}
+	return kgo.FetchPartition{}, 0, fmt.Errorf("the fetch response holds no %s[%d]: %w", r.partition.Topic, r.partition.Partition, kerr.UnknownTopicOrPartition)
+}
+
+// locate finds the leader and the topic id of the reader's partition.
+func (t *KafkaTransport) locate(ctx context.Context, r *partitionReader) error {
+	m, err := t.admin.Metadata(ctx, r.partition.Topic)
+	if err != nil {
+		return err
+	}
+	td, ok := m.Topics[r.partition.Topic]
+	switch {
+	case !ok:
+		return kerr.UnknownTopicOrPartition
+	case td.Err != nil:
+		return td.Err
+	}
+	pd, ok := td.Partitions[int32(r.partition.Partition)]
+	switch {
+	case !ok:
+		return fmt.Errorf("%s has %d partitions, not %d: %w", r.partition.Topic, len(td.Partitions), r.partition.Partition+1, kerr.UnknownTopicOrPartition)
+	case pd.Err != nil && !errors.Is(pd.Err, kerr.ReplicaNotAvailable):
+		return pd.Err
+	case pd.Leader < 0:
+		return fmt.Errorf("%s[%d]: %w: %w", r.partition.Topic, r.partition.Partition, errNoLeader, kerr.LeaderNotAvailable)
+	}
+	r.leader = pd.Leader
+	r.topicID = td.ID
+	return nil
+}

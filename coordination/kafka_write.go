@@ -1,0 +1,216 @@
+package coordination
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Append writes a registration outside a transaction, through the plain
+// client: idempotent, acks=all, pinned to the partition. It carries no
+// authority and takes no epoch. A nil value writes a tombstone.
+func (t *KafkaTransport) Append(ctx context.Context, partition TopicPartition, key, value []byte) error {
+	if err := t.open(); err != nil {
+		return err
+	}
+	if err := checkPartition(partition); err != nil {
+		return fmt.Errorf("coordination: append: %w", err)
+	}
+	ctx, cancel := t.bound(ctx)
+	defer cancel()
+	record := &kgo.Record{Topic: partition.Topic, Partition: int32(partition.Partition), Key: key, Value: value}
+	if err := t.plain.ProduceSync(ctx, record).FirstErr(); err != nil {
+		return fmt.Errorf("coordination: append to %s[%d]: %w", partition.Topic, partition.Partition, err)
+	}
+	return nil
+}
+
+// WriteLease writes and commits one lease record under token, in a
+// transaction of the role's producer that [KafkaTransport.AcquireEpoch]
+// created. A nil value writes a tombstone, which clears the lease. It is
+// [KafkaTransport.WriteGuarded] with one record, for a caller that does not
+// follow the token; the role is read from the lease key.
+func (t *KafkaTransport) WriteLease(ctx context.Context, partition TopicPartition, token FencingToken, key, value []byte) error {
+	k, err := DecodeKey(key)
+	if err != nil {
+		return fmt.Errorf("coordination: write lease: %w", err)
+	}
+	_, err = t.WriteGuarded(ctx, k.Role, token, []GuardedRecord{{Partition: partition, Key: key, Value: value}})
+	return err
+}
+
+// WriteGuarded writes the records in one transaction of the role's producer
+// and commits them, and returns the token the coordinator holds after the
+// commit: the same token under transactions v1, the bumped one under v2.
+// Each record goes to the partition it names. Transactions of one role run
+// one at a time.
+//
+// token must be the role producer's current token, the last one that
+// AcquireEpoch or a WriteGuarded of this role returned. An older token fails
+// with an error that wraps [ErrFenced] without a request, because the
+// coordinator already holds a newer one.
+//
+// The errors:
+//   - one that wraps [ErrFenced]: the broker refused the token (error codes
+//     47 and 90), or a later AcquireEpoch of this transport took the role.
+//     The producer is closed.
+//   - one that wraps [ErrOutcomeUnknown]: the commit was sent and no answer
+//     came, or the producer met INVALID_TXN_STATE, or the abort of a failed
+//     transaction failed. The records are in doubt and the producer is
+//     closed, because franz-go would recover it with a new InitProducerId.
+//   - any other: a produce failed and the transaction was aborted, so none
+//     of the records committed. The producer stays usable, and the returned
+//     token is the one it holds after the abort, which under transactions v2
+//     is a newer one: the caller adopts it for its next write.
+//
+// After the producer was closed every call returns the error that closed it.
+func (t *KafkaTransport) WriteGuarded(ctx context.Context, role Role, token FencingToken, records []GuardedRecord) (FencingToken, error) {
+	if role.name == "" {
+		return token, errors.New("coordination: guarded write: role is empty")
+	}
+	for _, r := range records {
+		if err := checkPartition(r.Partition); err != nil {
+			return token, fmt.Errorf("coordination: guarded write to role %s: %w", role, err)
+		}
+	}
+	t.mu.Lock()
+	closed, p := t.closed, t.producers[role.name]
+	t.mu.Unlock()
+	switch {
+	case closed:
+		return token, errTransportClosed
+	case p == nil:
+		return token, fmt.Errorf("coordination: guarded write to role %s: the transport holds no producer of the role; AcquireEpoch mints one: %w", role, ErrNotHeld)
+	}
+
+	ctx, cancel := t.bound(ctx)
+	defer cancel()
+	if err := p.acquire(ctx); err != nil {
+		return token, fmt.Errorf("coordination: guarded write to role %s: wait for the transaction before: %w", role, err)
+	}
+	defer p.release()
+
+	current, ended := p.state()
+	switch c := token.Compare(current); {
+	case c < 0:
+		return current, fmt.Errorf("coordination: guarded write to role %s: token %s is older than %s, which the coordinator holds: %w", role, token, current, ErrFenced)
+	case ended != nil:
+		return current, ended
+	case c > 0:
+		return current, fmt.Errorf("coordination: guarded write to role %s: token %s was not minted by this transport, whose producer holds %s", role, token, current)
+	}
+	if len(records) == 0 {
+		return current, nil
+	}
+	return t.transact(ctx, p, token, records)
+}
+
+// transact runs one transaction on p, which the caller holds the slot of.
+func (t *KafkaTransport) transact(ctx context.Context, p *roleProducer, token FencingToken, records []GuardedRecord) (FencingToken, error) {
+	fail := func(sentinel error, step string, err error) (FencingToken, error) {
+		err = fmt.Errorf("coordination: guarded write to role %s under token %s: %s: %w: %w", p.role, token, step, sentinel, err)
+		p.end(err)
+		return token, err
+	}
+
+	if err := p.client.BeginTransaction(); err != nil {
+		return fail(ErrOutcomeUnknown, "begin transaction", err)
+	}
+	krs := make([]*kgo.Record, len(records))
+	for i, r := range records {
+		kr := &kgo.Record{
+			Topic:     r.Partition.Topic,
+			Partition: int32(r.Partition.Partition),
+			Key:       r.Key,
+			Value:     r.Value,
+		}
+		for _, h := range r.Headers {
+			kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+		}
+		krs[i] = kr
+	}
+	// Wait for every result: franz-go commits whatever part of a
+	// transaction succeeded, so one failure must abort the whole.
+	if err := p.client.ProduceSync(ctx, krs...).FirstErr(); err != nil {
+		switch {
+		case isFenceErr(err):
+			return fail(ErrFenced, "produce", err)
+		case errors.Is(err, kerr.InvalidTxnState):
+			return fail(ErrOutcomeUnknown, "produce", err)
+		}
+		return t.abort(p, token, err)
+	}
+
+	// The commit runs to its end even when the caller gives up, because an
+	// EndTxn cut short has an unknown outcome; the transport's own bound
+	// still applies.
+	commitCtx, cancel := t.bound(context.WithoutCancel(ctx))
+	defer cancel()
+	if err := p.client.EndTransaction(commitCtx, kgo.TryCommit); err != nil {
+		if isFenceErr(err) {
+			return fail(ErrFenced, "commit", err)
+		}
+		return fail(ErrOutcomeUnknown, "commit", err)
+	}
+	next, err := t.tokenAfter(commitCtx, p)
+	if err != nil {
+		return fail(ErrOutcomeUnknown, "read the token after the commit", err)
+	}
+	return next, nil
+}
+
+// abort ends a transaction whose produce failed for another reason than a
+// fence. The producer stays usable when the abort succeeds.
+func (t *KafkaTransport) abort(p *roleProducer, token FencingToken, cause error) (FencingToken, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), t.lease.duration)
+	defer cancel()
+	fail := func(sentinel error, err error) (FencingToken, error) {
+		err = fmt.Errorf("coordination: guarded write to role %s under token %s: abort after %v: %w: %w", p.role, token, cause, sentinel, err)
+		p.end(err)
+		return token, err
+	}
+	if err := p.client.AbortBufferedRecords(ctx); err != nil {
+		return fail(ErrOutcomeUnknown, err)
+	}
+	if err := p.client.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		if isFenceErr(err) {
+			return fail(ErrFenced, err)
+		}
+		return fail(ErrOutcomeUnknown, err)
+	}
+	next, err := t.tokenAfter(ctx, p)
+	if err != nil {
+		return fail(ErrOutcomeUnknown, err)
+	}
+	return next, fmt.Errorf("coordination: guarded write to role %s under token %s: aborted, nothing committed: %w", p.role, token, cause)
+}
+
+// tokenAfter reads the producer id and epoch that the client holds after
+// an EndTxn and records them. Under transactions v2 franz-go took them from
+// the EndTxn response, so no request is sent.
+func (t *KafkaTransport) tokenAfter(ctx context.Context, p *roleProducer) (FencingToken, error) {
+	id, epoch, err := p.client.ProducerID(ctx)
+	if err != nil {
+		return NoEpoch, err
+	}
+	next, err := NewFencingToken(id, epoch)
+	if err != nil {
+		return NoEpoch, err
+	}
+	p.setToken(next)
+	return next, nil
+}
+
+// checkPartition rejects a partition that cannot name a Kafka partition.
+func checkPartition(partition TopicPartition) error {
+	if partition.Topic == "" {
+		return errors.New("partition has no topic")
+	}
+	if partition.Partition < 0 || partition.Partition > 1<<31-1 {
+		return fmt.Errorf("partition %d of %s is out of range", partition.Partition, partition.Topic)
+	}
+	return nil
+}
