@@ -453,8 +453,12 @@ func (l *Leadership) writeLeaseRecord(ctx context.Context, token FencingToken, v
 // when the leadership ends.
 func (l *Leadership) run(ctx context.Context) {
 	defer close(l.done)
-	wait := l.untilRenew()
+	retry := false
 	for {
+		wait := l.poll
+		if !retry {
+			wait = l.untilRenew()
+		}
 		select {
 		case <-l.stop:
 			return
@@ -466,14 +470,9 @@ func (l *Leadership) run(ctx context.Context) {
 		default:
 		}
 		err := l.renewInBackground(ctx)
-		switch {
-		case err == nil:
-			wait = l.untilRenew()
-		case errors.Is(err, ErrNotHeld) || ctx.Err() != nil:
-			// The leadership ended; the stop channel is closed.
-		default:
-			wait = l.poll
-		}
+		// A renewal that failed for another reason than the end of the
+		// leadership is retried within the poll interval.
+		retry = err != nil && !errors.Is(err, ErrNotHeld) && ctx.Err() == nil
 	}
 }
 

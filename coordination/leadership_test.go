@@ -30,6 +30,7 @@ func holder(t *testing.T, bump bool) (*memCluster, *memTransport, *ManualClock, 
 	if err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
+	synctest.Wait() // the renewal goroutine waits on the clock now
 	return cluster, transport, clock, l
 }
 

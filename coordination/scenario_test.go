@@ -35,6 +35,7 @@ func failoverScenario(t *testing.T, bump bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	synctest.Wait()
 	deadline := first.Lease().Deadline
 	if deadline != t0+30_000 {
 		t.Fatalf("first lease %+v", first.Lease())
