@@ -1,0 +1,200 @@
+//go:build integration
+
+package modbus_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/goburrow/serial"
+
+	"github.com/krabka-io/krabka-dispatch/devices/modbus"
+	"github.com/krabka-io/krabka-dispatch/dispatch"
+	"github.com/krabka-io/krabka-dispatch/internal/modbussim"
+	"github.com/krabka-io/krabka-dispatch/internal/ptypair"
+)
+
+// rtuBaud is the line speed of the tests; a pseudo-terminal ignores it, and
+// above 19200 baud the inter-frame silence is the fixed 1.75 ms.
+const rtuBaud = 115200
+
+// startRTU links two pseudo-terminals with socat, serves a simulator on one
+// end and returns the other end's path.
+func startRTU(t *testing.T) (*modbussim.Sim, string) {
+	t.Helper()
+	client, server := ptypair.Open(t)
+	sim := modbussim.New()
+	srv, err := sim.ServeRTU(serial.Config{Address: server, BaudRate: rtuBaud, DataBits: 8, Parity: "E", StopBits: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Close(); err != nil {
+			t.Errorf("close the RTU responder: %v", err)
+		}
+	})
+	return sim, client
+}
+
+func rtuConfig(device string, unit int) modbus.Config {
+	return modbus.Config{
+		Transport: modbus.RTU,
+		Serial:    modbus.Serial{Device: device, BaudRate: rtuBaud, Parity: "E"},
+		Unit:      unit,
+		Timeout:   testTimeout,
+		Actions:   allActions(),
+	}
+}
+
+func TestRTUActionsWithFence(t *testing.T) {
+	sim, dev := startRTU(t)
+	cfg := rtuConfig(dev, 7)
+	cfg.Fence = &modbus.Fence{Address: 500}
+	d := newDevice(t, cfg)
+	tok := token(t, 1<<40+5, 9)
+	ctx := context.Background()
+
+	steps := []struct {
+		cmd   dispatch.Command
+		check func() bool
+	}{
+		{command(modbus.WriteRegister, modbus.RegisterValue{Address: 1, Value: 0xBEEF}),
+			func() bool { return sim.HoldingRegisters(7, 1, 1)[0] == 0xBEEF }},
+		{command(modbus.WriteRegisters, modbus.RegisterValues{Address: 10, Values: []uint16{1, 2, 3, 4}}),
+			func() bool { return reflect.DeepEqual(sim.HoldingRegisters(7, 10, 4), []uint16{1, 2, 3, 4}) }},
+		{command(modbus.WriteCoil, modbus.CoilValue{Address: 2, Value: true}),
+			func() bool { return sim.Coils(7, 2, 1)[0] }},
+		{command(modbus.WriteCoils, modbus.CoilValues{Address: 30, Values: []bool{true, true, false, true, false, false, true, false, true, true}}),
+			func() bool {
+				return reflect.DeepEqual(sim.Coils(7, 30, 10), []bool{true, true, false, true, false, false, true, false, true, true})
+			}},
+	}
+	for _, s := range steps {
+		res, err := d.Dispatch(ctx, s.cmd, tok)
+		if err != nil {
+			t.Fatalf("%s: %v", s.cmd.Action, err)
+		}
+		if !s.check() {
+			t.Errorf("%s: unit memory not written", s.cmd.Action)
+		}
+		if res.Data == nil {
+			t.Errorf("%s: no read-back data", s.cmd.Action)
+		}
+	}
+	want := []uint16{0, 0x0100, 0, 5, 9}
+	if got := sim.HoldingRegisters(7, 500, 5); !reflect.DeepEqual(got, want) {
+		t.Errorf("fence registers = %#x, want %#x", got, want)
+	}
+	reqs := sim.Requests()
+	if len(reqs) != 12 {
+		t.Fatalf("%d requests, want 4 x (fence, write, read-back)", len(reqs))
+	}
+	for i := 0; i < len(reqs); i += 3 {
+		if reqs[i].Function != modbussim.WriteMultipleRegisters || reqs[i].Address != 500 {
+			t.Errorf("request %d = %+v, want the fence write first", i, reqs[i])
+		}
+	}
+}
+
+func TestRTUExceptionAndSilence(t *testing.T) {
+	sim, dev := startRTU(t)
+	cfg := rtuConfig(dev, 1)
+	cfg.Timeout = 300 * time.Millisecond
+	d := newDevice(t, cfg)
+	cmd := command(modbus.WriteRegister, modbus.RegisterValue{Address: 1, Value: 1})
+	ctx := context.Background()
+
+	sim.SetHook(func(modbussim.Request) modbussim.Fault { return modbussim.Fault{Exception: modbussim.IllegalDataAddress} })
+	if _, err := d.Dispatch(ctx, cmd, token(t, 1, 0)); !dispatch.IsRejected(err) {
+		t.Errorf("illegal address: %v (%s), want rejected", err, class(err))
+	}
+	sim.SetHook(func(modbussim.Request) modbussim.Fault { return modbussim.Fault{Exception: modbussim.ServerDeviceFailure} })
+	if _, err := d.Dispatch(ctx, cmd, token(t, 1, 0)); class(err) != "in doubt" {
+		t.Errorf("device failure: %v (%s), want in doubt", err, class(err))
+	}
+
+	sim.SetHook(func(modbussim.Request) modbussim.Fault { return modbussim.Fault{Reply: modbussim.ReplyLost} })
+	start := time.Now()
+	_, err := d.Dispatch(ctx, cmd, token(t, 1, 0))
+	if !errors.Is(err, modbus.ErrNoAnswer) || class(err) != "in doubt" {
+		t.Errorf("silent unit: %v (%s), want in doubt with ErrNoAnswer", err, class(err))
+	}
+	if elapsed := time.Since(start); elapsed < cfg.Timeout || elapsed > cfg.Timeout+promptly {
+		t.Errorf("silent unit: returned after %v, want about %v", elapsed, cfg.Timeout)
+	}
+
+	sim.SetHook(nil)
+	if _, err := d.Dispatch(ctx, command(modbus.WriteRegister, modbus.RegisterValue{Address: 1, Value: 2}), token(t, 1, 0)); err != nil {
+		t.Fatalf("after the silence: %v", err)
+	}
+}
+
+func TestRTUCancelMidDispatch(t *testing.T) {
+	sim, dev := startRTU(t)
+	d := newDevice(t, rtuConfig(dev, 1))
+	reached, release := holdRequests(t, sim, func(r modbussim.Request) bool { return r.IsWrite() })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := dispatchAsync(ctx, d, command(modbus.WriteCoil, modbus.CoilValue{Address: 1, Value: true}), token(t, 1, 0))
+	waitReached(t, reached)
+	cancel()
+	o := await(t, done, promptly)
+	if !errors.Is(o.err, context.Canceled) || class(o.err) != "in doubt" {
+		t.Errorf("cancelled: %v (%s), want in doubt with context.Canceled", o.err, class(o.err))
+	}
+	// The held answer arrives late; the line is drained before the next
+	// request, which goes through.
+	release()
+	if _, err := d.Dispatch(context.Background(), command(modbus.WriteCoil, modbus.CoilValue{Address: 2, Value: true}), token(t, 1, 0)); err != nil {
+		t.Fatalf("after the cancel: %v", err)
+	}
+}
+
+// Units on one serial line take turns; a TCP unit is not delayed by a held
+// RTU line.
+func TestRTUUnitsShareTheLine(t *testing.T) {
+	sim, dev := startRTU(t)
+	_, tcpSrv := startTCP(t)
+	pool := modbus.NewPool()
+	u1 := newDevice(t, rtuConfig(dev, 1), modbus.WithPool(pool))
+	u2 := newDevice(t, rtuConfig(dev, 2), modbus.WithPool(pool))
+	other := newDevice(t, tcpConfig(tcpSrv.Addr()), modbus.WithPool(pool))
+
+	reached, release := holdRequests(t, sim, unitIs(1))
+	first := dispatchAsync(context.Background(), u1, command(modbus.WriteRegister, modbus.RegisterValue{Address: 1, Value: 1}), token(t, 1, 0))
+	waitReached(t, reached)
+	second := dispatchAsync(context.Background(), u2, command(modbus.WriteRegister, modbus.RegisterValue{Address: 1, Value: 2}), token(t, 1, 0))
+	if o := await(t, dispatchAsync(context.Background(), other, command(modbus.WriteRegister, modbus.RegisterValue{Address: 1, Value: 3}), token(t, 1, 0)), testTimeout); o.err != nil {
+		t.Fatalf("TCP unit while the line is held: %v", o.err)
+	}
+	select {
+	case o := <-second:
+		t.Fatalf("unit 2 finished while unit 1 held the line: %v", o.err)
+	default:
+	}
+	release()
+	for _, ch := range []<-chan outcome{first, second} {
+		if o := await(t, ch, testTimeout); o.err != nil {
+			t.Fatal(o.err)
+		}
+	}
+	var order []uint8
+	for _, r := range sim.Requests() {
+		if r.IsWrite() {
+			order = append(order, r.Unit)
+		}
+	}
+	if !reflect.DeepEqual(order, []uint8{1, 2}) {
+		t.Errorf("writes by unit = %v, want [1 2]", order)
+	}
+
+	// A unit with other line settings on the same device is refused.
+	cfg := rtuConfig(dev, 3)
+	cfg.Serial.BaudRate = 9600
+	var ce *modbus.ConfigError
+	if _, err := modbus.New(cfg, modbus.WithPool(pool)); !errors.As(err, &ce) {
+		t.Errorf("conflicting line settings: %v, want a *ConfigError", err)
+	}
+}
