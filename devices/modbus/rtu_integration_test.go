@@ -107,11 +107,15 @@ func TestRTUExceptionAndSilence(t *testing.T) {
 	cmd := command(modbus.WriteRegister, modbus.RegisterValue{Address: 1, Value: 1})
 	ctx := context.Background()
 
-	sim.SetHook(func(modbussim.Request) modbussim.Fault { return modbussim.Fault{Exception: modbussim.IllegalDataAddress} })
+	sim.SetHook(func(modbussim.Request) modbussim.Fault {
+		return modbussim.Fault{Exception: modbussim.IllegalDataAddress}
+	})
 	if _, err := d.Dispatch(ctx, cmd, token(t, 1, 0)); !dispatch.IsRejected(err) {
 		t.Errorf("illegal address: %v (%s), want rejected", err, class(err))
 	}
-	sim.SetHook(func(modbussim.Request) modbussim.Fault { return modbussim.Fault{Exception: modbussim.ServerDeviceFailure} })
+	sim.SetHook(func(modbussim.Request) modbussim.Fault {
+		return modbussim.Fault{Exception: modbussim.ServerDeviceFailure}
+	})
 	if _, err := d.Dispatch(ctx, cmd, token(t, 1, 0)); class(err) != "in doubt" {
 		t.Errorf("device failure: %v (%s), want in doubt", err, class(err))
 	}
