@@ -1,0 +1,74 @@
+// Command chaos runs the chaos harness of package internal/chaos against the
+// three-broker cluster and exits non-zero when any guarantee broke:
+//
+//	chaos -duration 2m -member-bin .run/chaos/bin/chaosmember -dir .run/chaos/run
+//
+// The brokers come from $KRABKA_KAFKA_BROKERS and the broker control script
+// from $KRABKA_KAFKA_SCRIPT, as scripts/services/10-kafka.sh writes them to
+// .run/kafka/env. The seed is printed; pass it back with -seed to replay the
+// same choices of faults (the timing of the processes still varies).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/internal/chaos"
+)
+
+func main() {
+	ok, err := run()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(2)
+	}
+	if !ok {
+		os.Exit(1)
+	}
+}
+
+func run() (bool, error) {
+	brokers := flag.String("brokers", os.Getenv("KRABKA_KAFKA_BROKERS"), "comma-separated bootstrap addresses (default $KRABKA_KAFKA_BROKERS)")
+	script := flag.String("kafka-script", os.Getenv("KRABKA_KAFKA_SCRIPT"), "the broker control script (default $KRABKA_KAFKA_SCRIPT)")
+	memberBin := flag.String("member-bin", "", "path of the chaosmember binary")
+	dir := flag.String("dir", ".run/chaos/run", "directory for the records and the report")
+	duration := flag.Duration("duration", 2*time.Minute, "how long faults are injected")
+	settle := flag.Duration("settle", 90*time.Second, "bound on the wait for every accepted command to reach an outcome")
+	seed := flag.Uint64("seed", 0, "random seed (0 picks one from the clock)")
+	members := flag.Int("members", 3, "member processes")
+	rate := flag.Float64("rate", 20, "commands submitted per second")
+	lease := flag.Duration("lease", 4*time.Second, "lease duration of the members")
+	flag.Parse()
+	if *brokers == "" || *script == "" || *memberBin == "" {
+		return false, errors.New("-brokers (or $KRABKA_KAFKA_BROKERS), -kafka-script (or $KRABKA_KAFKA_SCRIPT) and -member-bin are required")
+	}
+	if *seed == 0 {
+		*seed = uint64(time.Now().UnixNano())
+	}
+	reader, err := coordination.NewKafkaTransport(coordination.DefaultLeaseConfig(), strings.Split(*brokers, ",")...)
+	if err != nil {
+		return false, err
+	}
+	defer reader.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	res, err := chaos.Run(ctx, chaos.Config{
+		Brokers: strings.Split(*brokers, ","), KafkaScript: *script, MemberBin: *memberBin, Dir: *dir,
+		Duration: *duration, Settle: *settle, Seed: *seed, Members: *members, Rate: *rate, Lease: *lease,
+		Reader: reader, Out: os.Stdout,
+	})
+	if err != nil {
+		return false, err
+	}
+	fmt.Print(chaos.Summary(res))
+	fmt.Printf("records and report.json in %s\n", *dir)
+	return res.OK(), nil
+}

@@ -1,0 +1,192 @@
+// Command holder competes for one or more roles with package coordination
+// and reports, as JSON lines on standard output, when it takes and loses each
+// one. The measurements of internal/measure run several of them to time a
+// failover from outside the processes:
+//
+//	holder -member m1 -role bench-failover -lease 3s -renew 1s -stagger 1s
+//	holder -member m1 -role bench-roles -roles 100
+//
+// SIGTERM and SIGINT make it resign every role it holds and exit; SIGKILL is
+// the crash that a failover measurement inflicts. SIGUSR1 makes it write the
+// transport operations it counted so far. After a leadership ends without a
+// resignation (a fence), it competes for the role again.
+//
+// The events are measure.HolderEvent values.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/internal/measure"
+)
+
+// resignTimeout bounds the resignation of every role after SIGTERM.
+const resignTimeout = 5 * time.Second
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "holder:", err)
+		os.Exit(1)
+	}
+}
+
+// emitter writes events as JSON lines, one writer at a time.
+type emitter struct {
+	mu  sync.Mutex
+	enc *json.Encoder
+}
+
+func (e *emitter) emit(ev measure.HolderEvent) {
+	ev.At = time.Now().UnixNano()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_ = e.enc.Encode(ev)
+}
+
+func run() error {
+	brokers := flag.String("brokers", os.Getenv("KRABKA_KAFKA_BROKERS"), "comma-separated bootstrap addresses (default $KRABKA_KAFKA_BROKERS)")
+	member := flag.String("member", "", "member id")
+	roleName := flag.String("role", "", "the role, or the name prefix of the roles with -roles > 1")
+	roles := flag.Int("roles", 1, "number of roles to hold, named <role>-0000 and up when above 1")
+	parallel := flag.Int("parallel", 32, "roles acquired at once")
+	lease := flag.Duration("lease", coordination.DefaultLeaseDuration, "lease duration")
+	renew := flag.Duration("renew", coordination.DefaultRenewInterval, "renew interval")
+	stagger := flag.Duration("stagger", coordination.DefaultChallengeStagger, "challenge stagger")
+	poll := flag.Duration("poll", coordination.DefaultPollInterval, "poll interval")
+	flag.Parse()
+	if *brokers == "" || *member == "" || *roleName == "" || *roles < 1 {
+		return errors.New("-brokers, -member, -role and -roles >= 1 are required")
+	}
+	memberID, err := coordination.NewMemberID(*member)
+	if err != nil {
+		return err
+	}
+	config, err := coordination.NewLeaseConfig(*lease, *renew, *stagger)
+	if err != nil {
+		return err
+	}
+	names := []string{*roleName}
+	if *roles > 1 {
+		names = names[:0]
+		for i := range *roles {
+			names = append(names, fmt.Sprintf("%s-%04d", *roleName, i))
+		}
+	}
+	transport, err := coordination.NewKafkaTransport(config, strings.Split(*brokers, ",")...)
+	if err != nil {
+		return err
+	}
+	defer transport.Close()
+	counted := newCountingTransport(transport)
+
+	out := &emitter{enc: json.NewEncoder(os.Stdout)}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	defer signal.Stop(usr1)
+
+	options := []coordination.Option{coordination.WithLeaseConfig(config), coordination.WithPollInterval(*poll)}
+	h := &holding{out: out, member: memberID, transport: counted, options: options, want: len(names)}
+	slots := make(chan struct{}, max(1, *parallel))
+	var wg sync.WaitGroup
+	for _, name := range names {
+		role, err := coordination.NewRole(name)
+		if err != nil {
+			stop()
+			wg.Wait()
+			return err
+		}
+		wg.Go(func() { h.hold(ctx, role, slots) })
+	}
+
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	for {
+		select {
+		case <-usr1:
+			out.emit(measure.HolderEvent{Ev: measure.EventOps, Member: *member, Ops: counted.snapshot()})
+		case <-finished:
+			return nil
+		}
+	}
+}
+
+// holding is the state shared by the goroutines of one process, one per role.
+type holding struct {
+	out       *emitter
+	member    coordination.MemberID
+	transport coordination.Transport
+	options   []coordination.Option
+
+	mu    sync.Mutex
+	held  int
+	want  int
+	ready bool
+}
+
+// hold competes for one role until ctx ends, then resigns it if held. Each
+// acquisition waits for a slot, so a thousand roles do not start a thousand
+// transactional producers at the same instant.
+func (h *holding) hold(ctx context.Context, role coordination.Role, slots chan struct{}) {
+	for ctx.Err() == nil {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		l, err := coordination.AcquireLeadership(ctx, h.transport, role, h.member, h.options...)
+		<-slots
+		if err != nil {
+			if ctx.Err() == nil {
+				h.out.emit(measure.HolderEvent{Ev: measure.EventLost, Role: role.String(), Member: h.member.String(), Err: err.Error()})
+				select {
+				case <-time.After(time.Second):
+				case <-ctx.Done():
+				}
+			}
+			continue
+		}
+		lease := l.Lease()
+		h.out.emit(measure.HolderEvent{Ev: measure.EventAcquired, Role: role.String(), Member: h.member.String(), Token: l.Token().String(), Deadline: lease.Deadline})
+		h.count(+1)
+		select {
+		case <-l.Done():
+			h.count(-1)
+			h.out.emit(measure.HolderEvent{Ev: measure.EventLost, Role: role.String(), Member: h.member.String(), Err: fmt.Sprint(l.Err())})
+		case <-ctx.Done():
+			rctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
+			err := l.Resign(rctx)
+			cancel()
+			ev := measure.HolderEvent{Ev: measure.EventResigned, Role: role.String(), Member: h.member.String()}
+			if err != nil {
+				ev.Err = err.Error()
+			}
+			h.out.emit(ev)
+			return
+		}
+	}
+}
+
+// count tracks how many roles are held and announces the first instant all
+// of them are.
+func (h *holding) count(delta int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.held += delta
+	if !h.ready && h.held == h.want {
+		h.ready = true
+		h.out.emit(measure.HolderEvent{Ev: measure.EventReady, Member: h.member.String()})
+	}
+}
