@@ -82,8 +82,10 @@ func parseCanonical(text string, bits int) (int64, error) {
 	if len(text) > 1 && text[0] == '0' {
 		return 0, errTokenSyntax
 	}
+	// A signed integer of bits+1 bits holds exactly the non-negative values
+	// below 1<<bits, and the text holds digits only.
 	v, err := strconv.ParseInt(text, 10, bits+1)
-	if err != nil || v >= 1<<bits {
+	if err != nil {
 		return 0, fmt.Errorf("%s is out of range: %w", text, errTokenSyntax)
 	}
 	return v, nil
