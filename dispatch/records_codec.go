@@ -115,7 +115,7 @@ func checkEntryHead(e Entry) error {
 		return err
 	}
 	if e.At.IsZero() {
-		return errors.New("At is zero")
+		return errors.New("the entry has a zero At")
 	}
 	set := 0
 	for _, b := range []bool{e.Issued != nil, e.Redispatched != nil, e.Outcome != nil, e.Intake != nil} {

@@ -3,7 +3,6 @@ package dispatch
 import (
 	"encoding/binary"
 	"fmt"
-	"math"
 	"time"
 )
 
@@ -152,6 +151,3 @@ func (r *wireReader) end() {
 		r.fail("%d trailing bytes after byte %d", len(r.buf)-r.off, r.off)
 	}
 }
-
-// fitsInt16 reports whether a length fits an int16 length prefix.
-func fitsInt16(n int) bool { return n <= math.MaxInt16 }
