@@ -109,15 +109,7 @@ func (o *ClusterOptions) clientOptions() ([]kgo.Opt, error) {
 // coordinationOptions returns the options of package coordination that the
 // configuration sets.
 func (o *ClusterOptions) coordinationOptions() []coordination.Option {
-	c := o.Config
-	return []coordination.Option{
-		coordination.WithTopic(c.Topics.Coordination),
-		coordination.WithPartitions(c.Topics.CoordinationPartitions),
-		coordination.WithLeaseDuration(c.Lease.Duration),
-		coordination.WithRenewInterval(c.Lease.RenewInterval),
-		coordination.WithChallengeStagger(c.Lease.ChallengeStagger),
-		coordination.WithPollInterval(c.Lease.PollInterval),
-	}
+	return coordinationOptions(o.Config)
 }
 
 // unavailable marks an error of reaching the cluster, unless the context

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -217,5 +216,3 @@ type cluster interface {
 	coordination.Coordinator
 	Close()
 }
-
-var errNoTransport = errors.New("no Kafka transport")

@@ -6,6 +6,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/krabka-io/krabka-dispatch/devices/modbus"
 	"github.com/krabka-io/krabka-dispatch/devices/mqtt"
 )
 
@@ -14,6 +15,16 @@ import (
 func (d Device) MQTTConfig() (mqtt.Config, error) {
 	var c mqtt.Config
 	if err := yaml.UnmarshalWithOptions(d.MQTT, &c, yaml.Strict()); err != nil {
+		return c, &FieldError{Value: "", Problem: yaml.FormatError(err, false, false)}
+	}
+	return c, nil
+}
+
+// ModbusConfig decodes the device's modbus section strictly into the
+// configuration of package devices/modbus.
+func (d Device) ModbusConfig() (modbus.Config, error) {
+	var c modbus.Config
+	if err := yaml.UnmarshalWithOptions(d.Modbus, &c, yaml.Strict()); err != nil {
 		return c, &FieldError{Value: "", Problem: yaml.FormatError(err, false, false)}
 	}
 	return c, nil
@@ -32,6 +43,18 @@ func checkDevice(d Device) error {
 		}
 		if err := c.Validate(); err != nil {
 			var ce *mqtt.ConfigError
+			if errors.As(err, &ce) {
+				return &FieldError{Field: ce.Field, Value: ce.Value, Problem: ce.Reason}
+			}
+			return fmt.Errorf("%w", err)
+		}
+	case DeviceModbus:
+		c, err := d.ModbusConfig()
+		if err != nil {
+			return err
+		}
+		if err := c.Validate(); err != nil {
+			var ce *modbus.ConfigError
 			if errors.As(err, &ce) {
 				return &FieldError{Field: ce.Field, Value: ce.Value, Problem: ce.Reason}
 			}
