@@ -332,7 +332,7 @@ func TestRenewHonoursContext(t *testing.T) {
 			t.Fatalf("Renew with a cancelled context: %v", err)
 		}
 		//lint:ignore SA1012 a nil context is bad input that must not panic
-		if err := l.Renew(nil); err == nil { //nolint:staticcheck
+		if err := l.Renew(nil); err == nil {
 			t.Fatal("Renew with a nil context succeeded")
 		}
 		if l.Err() != nil {
@@ -638,7 +638,7 @@ func TestResignCancelled(t *testing.T) {
 			t.Fatalf("Err %v", l.Err())
 		}
 		//lint:ignore SA1012 a nil context is bad input that must not panic
-		if err := l.Resign(nil); err == nil { //nolint:staticcheck
+		if err := l.Resign(nil); err == nil {
 			t.Fatal("Resign with a nil context succeeded")
 		}
 	})

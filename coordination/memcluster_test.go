@@ -42,7 +42,6 @@ type memCluster struct {
 	owner    map[FencingToken]Role // every token ever minted, and its role
 	nextPID  int64
 	acquires int // AcquireEpoch calls that minted a token
-	reads    int // ReadPartition calls that returned
 }
 
 // memRecord is a committed record and the token of the transaction that wrote
@@ -174,12 +173,6 @@ func (c *memCluster) acquireCount() int {
 	return c.acquires
 }
 
-func (c *memCluster) readCount() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.reads
-}
-
 // memTransport is one member's client of a memCluster. It implements
 // Transport and GuardedWriter. A test cuts it off the cluster with down, and
 // injects a fault into one operation with fault.
@@ -264,9 +257,6 @@ func (m *memTransport) ReadPartition(ctx context.Context, tp TopicPartition) ([]
 	for i, r := range records {
 		out[i] = r.StateRecord
 	}
-	m.cluster.mu.Lock()
-	m.cluster.reads++
-	m.cluster.mu.Unlock()
 	return out, nil
 }
 
