@@ -38,15 +38,20 @@
 //
 // An intake record covers the request records at offsets FromOffset up to,
 // not including, NextOffset of one requests partition; FromOffset is the
-// previous intake record's NextOffset, so the covered ranges are contiguous.
+// previous intake record's NextOffset, so the covered ranges of a role are
+// contiguous, and the number of offsets covered is NextOffset - FromOffset.
 // Each request record in the range is answered in the same transaction,
 // before the intake record, by exactly one of: an Issued record; an Outcome
-// rejected with attempt [NoAttempt], for a request that does not decode or
+// rejected with attempt [NoAttempt], for a request whose command does not
 // validate (it has no Issued record); or nothing, for a request whose command
-// ID the log already holds, whose submitter reads the status of the first. An
-// offset in the range that holds no request (a transaction marker, an aborted
-// record) is covered all the same. A command submitted in process, not from
-// the requests topic, is covered by no intake record.
+// ID the log already holds (its submitter reads the status of the first), for
+// one that does not decode at all, and for one of another role that shares
+// the partition. An offset that holds no request (a transaction marker, an
+// aborted record) is covered all the same. A command submitted in process,
+// not through the requests topic, is covered by no intake record, so the
+// log does not tie an Issued record to a request offset: the audit checks
+// that intake is contiguous, and the idempotency of command IDs (no ID issued
+// twice) covers a request read twice.
 //
 // The headers of a record carry the W3C trace context, the token and the
 // member; the key and value below are the authoritative record, and
@@ -129,5 +134,30 @@
 //
 // # Audit
 //
-// (Being written.)
+// The log alone tells what happened. [KafkaLogReader.ReadLog] reads a
+// partition read_committed to its last stable offset, each [Entry] with its
+// offset and the producer of its record batch; [KafkaLogReader.FollowLog]
+// streams it as it commits. [Replay] folds the entries into a [History]:
+// each command with its Issued record, its attempts (each with the token the
+// device received), its outcomes and its status, and the leadership timeline,
+// a span per run of records of one role by one member, with its first and
+// last token and offset. [Verify] checks the invariants and reports every
+// [Violation] with its offset, per role (roles may share a partition):
+//
+//   - tokens never go backwards: no record carries a token below one that an
+//     earlier record carries, which would be a write under a superseded
+//     token; one token belongs to one member; and a record carries the token
+//     of the transaction that wrote it, the producer of its batch;
+//   - every Redispatched record and outcome follows the command's Issued
+//     record (but a rejection at intake), and no command is issued twice;
+//   - no command has two terminal outcomes, and nothing follows a terminal
+//     outcome;
+//   - attempts are numbered in order, and an outcome closes the latest one;
+//   - intake positions are contiguous: each intake record of a requests
+//     partition starts where the role's previous one ended, with no gap (a
+//     request never taken in) and no overlap (a request taken in twice).
+//
+// A [Client] submits commands through the requests topic and reads their
+// status and outcomes from the log; it needs no leader.
+
 package dispatch
