@@ -159,5 +159,4 @@
 //
 // A [Client] submits commands through the requests topic and reads their
 // status and outcomes from the log; it needs no leader.
-
 package dispatch
