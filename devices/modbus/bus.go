@@ -130,7 +130,10 @@ func (b *bus) transact(ctx context.Context, unit int, timeout time.Duration, fn 
 	tx := &txn{ctx: ctx, timeout: timeout}
 	b.link.begin(tx)
 	b.cur.Store(tx)
-	stop := context.AfterFunc(ctx, func() { b.interrupt(tx) })
+	stop := func() bool { return false }
+	if ctx.Done() != nil { // a context that never ends needs no watch
+		stop = context.AfterFunc(ctx, func() { b.interrupt(tx) })
+	}
 	err := b.link.open(tx)
 	if err != nil {
 		if tx.interrupted.Load() {

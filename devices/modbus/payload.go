@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 )
 
 // MaxPayloadBytes bounds the size of a command payload. The largest valid
@@ -90,77 +89,82 @@ func parsePayload(action Action, payload []byte) (write, error) {
 	if len(payload) > MaxPayloadBytes {
 		return bad(fmt.Sprintf("%d bytes exceed the limit of %d", len(payload), MaxPayloadBytes), nil)
 	}
-	var fields struct {
-		Address *uint16         `json:"address"`
-		Value   json.RawMessage `json:"value"`
-		Values  json.RawMessage `json:"values"`
-	}
-	if err := decodeStrict(payload, &fields); err != nil {
-		return bad("malformed JSON", err)
-	}
-	if fields.Address == nil {
-		return bad(`field "address" is required`, nil)
-	}
-	w := write{action: action, address: *fields.Address}
-	single := action == WriteRegister || action == WriteCoil
-	switch {
-	case single && fields.Values != nil:
-		return bad(`field "values" belongs to the plural action; use "value"`, nil)
-	case single && fields.Value == nil:
-		return bad(`field "value" is required`, nil)
-	case !single && fields.Value != nil:
-		return bad(`field "value" belongs to the singular action; use "values"`, nil)
-	case !single && fields.Values == nil:
-		return bad(`field "values" is required`, nil)
-	}
+	// One strict decode into pointers, so that a missing field, a null and
+	// an unknown field (the other action's "value" or "values" included)
+	// are all told apart from a zero.
+	var address *uint16
+	w := write{action: action}
 	switch action {
 	case WriteRegister:
-		var v uint16
-		if err := decodeStrict(fields.Value, &v); err != nil {
-			return bad(`field "value" must be an integer from 0 to 65535`, err)
+		var in struct {
+			Address *uint16 `json:"address"`
+			Value   *uint16 `json:"value"`
 		}
-		w.registers = []uint16{v}
+		if err := decodeStrict(payload, &in); err != nil {
+			return bad(`want {"address": 0-65535, "value": 0-65535}`, err)
+		}
+		if in.Value == nil {
+			return bad(`field "value" is required`, nil)
+		}
+		address, w.registers = in.Address, []uint16{*in.Value}
 	case WriteCoil:
-		var v bool
-		if err := decodeStrict(fields.Value, &v); err != nil {
-			return bad(`field "value" must be true or false`, err)
+		var in struct {
+			Address *uint16 `json:"address"`
+			Value   *bool   `json:"value"`
 		}
-		w.coils = []bool{v}
+		if err := decodeStrict(payload, &in); err != nil {
+			return bad(`want {"address": 0-65535, "value": true or false}`, err)
+		}
+		if in.Value == nil {
+			return bad(`field "value" is required`, nil)
+		}
+		address, w.coils = in.Address, []bool{*in.Value}
 	case WriteRegisters:
-		if err := decodeStrict(fields.Values, &w.registers); err != nil {
-			return bad(`field "values" must be an array of integers from 0 to 65535`, err)
+		var in struct {
+			Address *uint16  `json:"address"`
+			Values  []uint16 `json:"values"`
 		}
-		if n := len(w.registers); n < 1 || n > maxWriteRegisters {
+		if err := decodeStrict(payload, &in); err != nil {
+			return bad(`want {"address": 0-65535, "values": [0-65535, ...]}`, err)
+		}
+		if n := len(in.Values); n < 1 || n > maxWriteRegisters {
 			return bad(fmt.Sprintf(`field "values" holds %d registers, want 1 to %d`, n, maxWriteRegisters), nil)
 		}
+		address, w.registers = in.Address, in.Values
 	case WriteCoils:
-		if err := decodeStrict(fields.Values, &w.coils); err != nil {
-			return bad(`field "values" must be an array of true and false`, err)
+		var in struct {
+			Address *uint16 `json:"address"`
+			Values  []bool  `json:"values"`
 		}
-		if n := len(w.coils); n < 1 || n > maxWriteCoils {
+		if err := decodeStrict(payload, &in); err != nil {
+			return bad(`want {"address": 0-65535, "values": [true or false, ...]}`, err)
+		}
+		if n := len(in.Values); n < 1 || n > maxWriteCoils {
 			return bad(fmt.Sprintf(`field "values" holds %d coils, want 1 to %d`, n, maxWriteCoils), nil)
 		}
+		address, w.coils = in.Address, in.Values
 	default:
 		return bad("unknown action", nil)
 	}
+	if address == nil {
+		return bad(`field "address" is required`, nil)
+	}
+	w.address = *address
 	if end := int(w.address) + w.quantity(); end > 1<<16 {
 		return bad(fmt.Sprintf("%d values from address %d run past 65535", w.quantity(), w.address), nil)
 	}
 	return w, nil
 }
 
-// decodeStrict decodes exactly one JSON value into v, refusing unknown
-// fields, a null, and trailing data.
+// decodeStrict decodes exactly one JSON object into v, refusing unknown
+// fields and trailing data.
 func decodeStrict(data []byte, v any) error {
-	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
-		return errors.New("null is not a value here")
-	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return err
 	}
-	if _, err := dec.Token(); err != io.EOF {
+	if len(bytes.TrimSpace(data[dec.InputOffset():])) != 0 {
 		return errors.New("trailing data after the JSON value")
 	}
 	return nil

@@ -119,7 +119,8 @@ type Sim struct {
 	mu    sync.Mutex
 	units map[uint8]*unit
 	hook  Hook
-	log   []Request
+	log   []Request // a ring of at most DefaultLogSize, oldest at next once full
+	next  int
 }
 
 type unit struct {
@@ -151,7 +152,9 @@ func (s *Sim) SetHook(h Hook) {
 func (s *Sim) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Request(nil), s.log...)
+	out := make([]Request, 0, len(s.log))
+	out = append(out, s.log[s.next:]...)
+	return append(out, s.log[:s.next]...)
 }
 
 // HoldingRegisters returns n holding registers of unit from addr on.
@@ -206,10 +209,12 @@ type outcome struct {
 // acts on the memory. A request that stop interrupted gets no answer.
 func (s *Sim) serve(req Request, stop <-chan struct{}) outcome {
 	s.mu.Lock()
-	if len(s.log) == DefaultLogSize {
-		s.log = append(s.log[:0], s.log[1:]...)
+	if len(s.log) < DefaultLogSize {
+		s.log = append(s.log, req)
+	} else {
+		s.log[s.next] = req
+		s.next = (s.next + 1) % DefaultLogSize
 	}
-	s.log = append(s.log, req)
 	hook := s.hook
 	s.mu.Unlock()
 
