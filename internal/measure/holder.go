@@ -31,6 +31,14 @@ const (
 	EventError = "error"
 )
 
+// The prefixes of the counters of an EventOps.
+const (
+	// OpPrefix prefixes the count of a coordination transport operation.
+	OpPrefix = "op:"
+	// RequestPrefix prefixes the count of a Kafka request, by its name.
+	RequestPrefix = "req:"
+)
+
 // HolderEvent is one line that cmd/holder writes to its standard output, as
 // JSON. The measurement drivers read them to time a failover from outside
 // the processes.

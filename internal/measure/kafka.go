@@ -100,9 +100,10 @@ type TxnProduce struct {
 	// Duration is how long batches are started; the last one completes.
 	Duration time.Duration
 
-	// Value builds the value of the i-th record. The run writes the same
-	// records the dispatcher writes, so the caller passes the encoder.
-	Value func(i int) []byte
+	// Record builds the key and value of the i-th record. The run writes
+	// the same records the dispatcher writes, so the caller passes the
+	// encoder.
+	Record func(i int) (key, value []byte)
 }
 
 // MeasureTxnProduce runs transactions of Batch records back to back for
@@ -110,8 +111,8 @@ type TxnProduce struct {
 // transaction to the return of the commit, the instant a dispatcher could
 // drive a device.
 func MeasureTxnProduce(ctx context.Context, cfg TxnProduce) (Summary, error) {
-	if cfg.Batch < 1 || cfg.Value == nil {
-		return Summary{}, errors.New("measure: TxnProduce needs Batch >= 1 and Value")
+	if cfg.Batch < 1 || cfg.Record == nil {
+		return Summary{}, errors.New("measure: TxnProduce needs Batch >= 1 and Record")
 	}
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(cfg.Brokers...),
@@ -139,7 +140,8 @@ func MeasureTxnProduce(ctx context.Context, cfg TxnProduce) (Summary, error) {
 	start := time.Now()
 	for time.Since(start) < cfg.Duration {
 		for i := range records {
-			records[i] = &kgo.Record{Partition: cfg.Partition, Value: cfg.Value(n)}
+			key, value := cfg.Record(n)
+			records[i] = &kgo.Record{Partition: cfg.Partition, Key: key, Value: value}
 			n++
 		}
 		began := time.Now()

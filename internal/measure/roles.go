@@ -52,14 +52,19 @@ type RolesResult struct {
 	// RSS is the resident memory of the process at the end of the window.
 	RSS int64
 
-	// RequestsPerSec is the rate of TCP data segments the process sent to
-	// the brokers during the window. A Kafka client writes each request in
-	// one write, and on loopback one write of a small request is one
-	// segment, so this is the broker request rate as the wire sees it.
+	// RequestsPerSec is the rate of Kafka requests the process wrote to the
+	// brokers during the window, counted by a franz-go broker-write hook on
+	// every client of the transport.
 	RequestsPerSec float64
 
-	// OpsPerSec is the rate of coordination transport operations (lease
-	// writes, partition reads, ...) during the window, by operation.
+	// SegmentsPerSec is the rate of TCP data segments the process sent to
+	// the brokers during the window, as ss(8) reports them: the wire's
+	// view of the same traffic, a cross-check of RequestsPerSec.
+	SegmentsPerSec float64
+
+	// OpsPerSec is the rate during the window of each counter of the
+	// process: coordination transport operations (OpPrefix) and Kafka
+	// requests by name (RequestPrefix).
 	OpsPerSec map[string]float64
 }
 
@@ -132,11 +137,14 @@ func MeasureRoles(ctx context.Context, cfg Roles, n int) (RolesResult, error) {
 	secs := p1.At.Sub(p0.At).Seconds()
 	res.CPU = CPUShare(p0, p1)
 	res.RSS = p1.RSS
-	res.RequestsPerSec = float64(s1-s0) / secs
+	res.SegmentsPerSec = float64(s1-s0) / secs
 	res.OpsPerSec = map[string]float64{}
 	for op, c := range ops1 {
 		if d := c - ops0[op]; d > 0 {
 			res.OpsPerSec[op] = float64(d) / secs
+			if strings.HasPrefix(op, RequestPrefix) {
+				res.RequestsPerSec += float64(d) / secs
+			}
 		}
 	}
 	return res, nil

@@ -5,8 +5,12 @@ import (
 	"errors"
 	"maps"
 	"sync"
+	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/internal/measure"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // countingTransport counts the operations that package coordination asks of
@@ -28,7 +32,7 @@ func newCountingTransport(inner coordination.Transport) *countingTransport {
 
 func (c *countingTransport) add(op string) {
 	c.mu.Lock()
-	c.counts[op]++
+	c.counts[measure.OpPrefix+op]++
 	c.mu.Unlock()
 }
 
@@ -74,4 +78,29 @@ func (c *countingTransport) WriteGuarded(ctx context.Context, role coordination.
 		return coordination.FencingToken{}, errNoGuarded
 	}
 	return c.guarded.WriteGuarded(ctx, role, token, records)
+}
+
+// requestCounter counts the requests every client of the transport writes
+// to a broker, by request name. It is a kgo.HookBrokerWrite.
+type requestCounter struct {
+	mu     sync.Mutex
+	counts map[string]int64
+}
+
+var _ kgo.HookBrokerWrite = (*requestCounter)(nil)
+
+// OnBrokerWrite implements kgo.HookBrokerWrite.
+func (r *requestCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	r.counts[kmsg.NameForKey(key)]++
+	r.mu.Unlock()
+}
+
+func (r *requestCounter) snapshot() map[string]int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.counts)
 }

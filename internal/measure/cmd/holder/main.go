@@ -29,6 +29,7 @@ import (
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/internal/measure"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // resignTimeout bounds the resignation of every role after SIGTERM.
@@ -83,7 +84,9 @@ func run() error {
 			names = append(names, fmt.Sprintf("%s-%04d", *roleName, i))
 		}
 	}
-	transport, err := coordination.NewKafkaTransport(config, strings.Split(*brokers, ",")...)
+	requests := &requestCounter{counts: map[string]int64{}}
+	transport, err := coordination.NewKafkaTransportWithClientOptions(config,
+		kgo.SeedBrokers(strings.Split(*brokers, ",")...), kgo.WithHooks(requests))
 	if err != nil {
 		return err
 	}
@@ -116,7 +119,11 @@ func run() error {
 	for {
 		select {
 		case <-usr1:
-			out.emit(measure.HolderEvent{Ev: measure.EventOps, Member: *member, Ops: counted.snapshot()})
+			ops := counted.snapshot()
+			for name, n := range requests.snapshot() {
+				ops[measure.RequestPrefix+name] = n
+			}
+			out.emit(measure.HolderEvent{Ev: measure.EventOps, Member: *member, Ops: ops})
 		case <-finished:
 			return nil
 		}
