@@ -5,6 +5,7 @@
 #   10-kafka.sh start            format (first time) and start the cluster, create
 #                                __coordination_state, write .run/kafka/env
 #   10-kafka.sh stop [rc]        stop every broker; rc != 0 keeps .run/kafka/ (logs)
+#   10-kafka.sh stop [rc] force  stop even when another start is still using it
 #   10-kafka.sh status           say which brokers run
 #   10-kafka.sh kill-broker N    SIGKILL broker N (1, 2 or 3)
 #   10-kafka.sh restart-broker N SIGKILL broker N if it runs, start it again on its
@@ -16,6 +17,10 @@
 # node-N/server.log (broker output), node-N/pid, and env, which the tests source:
 #   export KRABKA_KAFKA_BROKERS=127.0.0.1:19092,127.0.0.1:19093,127.0.0.1:19094
 #   export KRABKA_KAFKA_SCRIPT=<this script>   (kill-broker / restart-broker)
+# A start that finds the cluster running borrows it: the stop that pairs with
+# it leaves the cluster running for whoever started it (counted in
+# .run/kafka/borrowed), so a test run on a developer machine does not take the
+# cluster away from the others that use it.
 # Broker settings are tuned for tests on a small machine: small heaps, a small
 # cleaner buffer, no controlled shutdown (teardown never hangs), fast fencing
 # of a dead broker (so a test that kills one sees the ISR shrink in seconds).
@@ -182,7 +187,8 @@ all_alive() {
 start() {
 	fetch_jars
 	if all_alive; then
-		log "already running"
+		log "already running; borrowing it"
+		borrow 1
 		setup
 		write_env
 		return
@@ -253,8 +259,23 @@ stop_all() {
 	wait
 }
 
+# borrow adds $1 to the borrow count and prints the count before.
+borrow() {
+	(
+		flock 9
+		local n=0
+		[ -f "$run/borrowed" ] && n=$(cat "$run/borrowed")
+		echo $((n + $1 < 0 ? 0 : n + $1)) >"$run/borrowed"
+		echo "$n"
+	) 9>"$run/.lock"
+}
+
 stop() {
-	local rc=${1:-0}
+	local rc=${1:-0} force=${2:-}
+	if [ -z "$force" ] && [ -d "$run" ] && [ "$(borrow -1)" -gt 0 ]; then
+		log "left running for the start that owns it (stop $rc force stops it anyway)"
+		return
+	fi
 	stop_all
 	rm -f "$run/env"
 	if [ "$rc" != 0 ] && [ -d "$run" ]; then
@@ -305,7 +326,7 @@ status() {
 
 case "${1:-}" in
 start) start ;;
-stop) stop "${2:-0}" ;;
+stop) stop "${2:-0}" "${3:-}" ;;
 status) status ;;
 kill-broker) kill_broker "${2:-}" ;;
 restart-broker)
