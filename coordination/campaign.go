@@ -18,6 +18,14 @@ type campaign struct {
 	settings  *settings
 	key       []byte // the registration key of the member
 
+	waiter PartitionWaiter // nil when the transport cannot long-poll
+
+	// spurious says that the last wake-up of the waiter was followed by a
+	// read that showed nothing new; the next wait then takes the clock only,
+	// so a waiter that answers too eagerly cannot spin the loop.
+	spurious bool
+	woken    bool // the last wait ended because the waiter saw a record
+
 	registered     bool  // an Append of the registration succeeded
 	lastRegistered int64 // the instant of the last registration, on the clock
 	lastOffset     int64 // the highest offset of the partition seen so far
@@ -39,6 +47,8 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 			return nil, c.cause(ctx, "read the partition", err)
 		}
 		changed := c.observe(records)
+		c.spurious = c.woken && !changed
+		c.woken = false
 		state := c.fold(records)
 		now := clock.NowMillis()
 		decision := Evaluate(state, c.member, now, c.settings.lease)
@@ -126,13 +136,43 @@ func (c *campaign) challenge(ctx context.Context) (*Leadership, error) {
 	return l, nil
 }
 
-// wait blocks on the clock for the extent, or until ctx ends.
+// wait blocks on the clock for the extent, or until ctx ends. With a
+// PartitionWaiter it also returns as soon as the partition shows a record
+// that no read has shown yet. The waiter runs in a goroutine that wait
+// cancels and joins before it returns.
 func (c *campaign) wait(ctx context.Context, extent time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.settings.clock.After(extent):
-		return nil
+	timer := c.settings.clock.After(extent)
+	if c.waiter == nil || c.spurious {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer:
+			return nil
+		}
+	}
+	waitCtx, cancel := context.WithCancel(ctx)
+	woke := make(chan error, 1)
+	go func() { woke <- c.waiter.WaitPartition(waitCtx, c.partition, c.lastOffset) }()
+	defer func() {
+		cancel()
+		if woke != nil {
+			<-woke
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer:
+			return nil
+		case err := <-woke:
+			woke = nil
+			if err == nil {
+				c.woken = true
+				return nil
+			}
+			// The waiter failed; the clock still bounds the wait.
+		}
 	}
 }
 

@@ -78,7 +78,8 @@ type freshness struct {
 // passes before this member wins the role. While it waits it evaluates the
 // role again on every read that shows a new record, and at the instant that
 // [Decision.WaitUntil] names at the latest; a read that shows nothing new is
-// followed by a wait of at most the poll interval.
+// followed by a wait of at most the poll interval, which a transport that
+// implements [PartitionWaiter] ends as soon as a new record commits.
 //
 // A role state that names this member takes the same path as a challenge. The
 // record came from an earlier incarnation of the member, because this call
@@ -123,6 +124,7 @@ func AcquireLeadership(ctx context.Context, transport Transport, role Role, memb
 		key:        EncodeKey(RegistrationKey(role, member)),
 		lastOffset: -1,
 	}
+	c.waiter, _ = transport.(PartitionWaiter)
 	l, err := c.run(ctx)
 	if err != nil {
 		c.withdraw(ctx)

@@ -954,3 +954,66 @@ func TestCampaignReregisters(t *testing.T) {
 		c.stop(t)
 	})
 }
+
+// TestStandbyWakesOnChange: with a PartitionWaiter, a standby sees a
+// resignation at once, without a poll interval of delay.
+func TestStandbyWakesOnChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cluster, _, clock, l := holder(t, false)
+		standby := waitingTransport{cluster.transport()}
+		c := startContender(standby, l.Role(), mustMember(t, "node-2"), testOptions(clock)...)
+		synctest.Wait()
+		if _, ok := c.poll(); ok {
+			t.Fatal("the standby won against a live lease")
+		}
+		if err := l.Resign(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		r, ok := c.poll()
+		if !ok || r.err != nil {
+			t.Fatalf("standby after a resignation, clock unmoved: %t, %v", ok, r.err)
+		}
+		if got := r.leadership.Lease().GrantedAt; got != t0 {
+			t.Fatalf("took the role at %d, want at once", got)
+		}
+		c.stop(t)
+	})
+}
+
+// TestStandbyWaiterFaults: a waiter that fails leaves the clock in charge,
+// and a waiter that answers without a new record cannot spin the loop.
+func TestStandbyWaiterFaults(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		err  error
+	}{{"failing", errUnreachable}, {"eager", nil}} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cluster, _, clock, l := holder(t, false)
+				defer resign(t, l)
+				inner := cluster.transport()
+				inner.setFault(func(_ context.Context, op string) (error, bool) {
+					if op == "WaitPartition" {
+						return tt.err, false
+					}
+					return nil, true
+				})
+				c := startContender(waitingTransport{inner}, l.Role(), mustMember(t, "node-2"), testOptions(clock)...)
+				synctest.Wait()
+				reads := inner.callCount("ReadPartition")
+				if reads > 3 || inner.callCount("WaitPartition") > 2 {
+					t.Fatalf("%d reads and %d waits with an unmoved clock", reads, inner.callCount("WaitPartition"))
+				}
+				clock.Advance(time.Second)
+				synctest.Wait()
+				if got := inner.callCount("ReadPartition"); got <= reads || got > reads+3 {
+					t.Fatalf("%d reads after one poll interval, %d before", got, reads)
+				}
+				if r := c.stop(t); !errors.Is(r.err, context.Canceled) {
+					t.Fatalf("campaign: %v", r.err)
+				}
+			})
+		})
+	}
+}

@@ -41,7 +41,8 @@ type memCluster struct {
 	current  map[Role]FencingToken // the token the coordinator holds per role
 	owner    map[FencingToken]Role // every token ever minted, and its role
 	nextPID  int64
-	acquires int // AcquireEpoch calls that minted a token
+	acquires int           // AcquireEpoch calls that minted a token
+	changed  chan struct{} // closed and replaced on every append
 }
 
 // memRecord is a committed record and the token of the transaction that wrote
@@ -139,6 +140,10 @@ func (c *memCluster) commit(role Role, token FencingToken, records []GuardedReco
 }
 
 func (c *memCluster) appendLocked(tp TopicPartition, key, value []byte, token FencingToken, headers []Header) {
+	if c.changed != nil {
+		close(c.changed)
+		c.changed = nil
+	}
 	log := c.logs[tp]
 	c.logs[tp] = append(log, memRecord{
 		StateRecord: StateRecord{Offset: int64(len(log)), Key: slices.Clone(key), Value: slices.Clone(value)},
@@ -323,3 +328,32 @@ func (m *memTransport) transaction(ctx context.Context, op string, role Role, to
 // plainTransport hides the GuardedWriter of a transport, for the paths that
 // work without one.
 type plainTransport struct{ Transport }
+
+// waitingTransport is a memTransport that also implements PartitionWaiter,
+// as a transport that long-polls does.
+type waitingTransport struct{ *memTransport }
+
+func (w waitingTransport) WaitPartition(ctx context.Context, tp TopicPartition, after int64) error {
+	if err, apply := w.before(ctx, "WaitPartition"); err != nil || !apply {
+		return err
+	}
+	c := w.cluster
+	for {
+		c.mu.Lock()
+		log := c.logs[tp]
+		if len(log) > 0 && log[len(log)-1].Offset > after {
+			c.mu.Unlock()
+			return nil
+		}
+		if c.changed == nil {
+			c.changed = make(chan struct{})
+		}
+		changed := c.changed
+		c.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		}
+	}
+}

@@ -65,6 +65,23 @@ type LeaseWriter interface {
 	WriteLease(ctx context.Context, partition TopicPartition, token FencingToken, key, value []byte) error
 }
 
+// PartitionWaiter is an optional interface of a [Transport]. It lets a
+// standby block until the partition of its role changes, instead of sleeping
+// between two reads.
+//
+// [AcquireLeadership] uses it while it waits for its turn: it waits for a
+// record above the highest offset it has read, and at most until the next
+// evaluation is due or a poll interval passed, whichever comes first. A
+// standby then sees a resignation within a round trip. Without it, the
+// standby reads again after the poll interval, and sees the resignation that
+// much later. [KafkaTransport] implements it with a long-poll fetch.
+type PartitionWaiter interface {
+	// WaitPartition blocks until the partition holds a committed record at
+	// an offset above after, and returns nil then. It returns the error of
+	// ctx when ctx ends first. An after of -1 waits for the first record.
+	WaitPartition(ctx context.Context, partition TopicPartition, after int64) error
+}
+
 // Transport is every cluster operation that this package performs, and it is
 // nothing else. One adapter type satisfies all four interfaces.
 //
@@ -78,7 +95,9 @@ type LeaseWriter interface {
 //
 // A Transport may also implement [GuardedWriter]. A [Leadership] then writes
 // its lease records through it, so the token it shows follows an epoch that
-// the coordinator bumps on every commit, and [Leadership.Write] works.
+// the coordinator bumps on every commit, and [Leadership.Write] works. A
+// Transport that implements [PartitionWaiter] lets a standby see a change of
+// its role without a poll interval of delay.
 type Transport interface {
 	Coordinator
 	StateReader
