@@ -22,11 +22,11 @@ type logWriter struct {
 	member string
 }
 
-func newLogWriter(t testing.TB, brokers []string, tp coordination.TopicPartition, role, member string) *logWriter {
+func newLogWriter(t testing.TB, brokers []string, tp coordination.TopicPartition, role, member, txnID string) *logWriter {
 	t.Helper()
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(brokers...),
-		kgo.TransactionalID(role+"-"+member),
+		kgo.TransactionalID(txnID),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerLinger(0),
 	)
@@ -41,14 +41,24 @@ func newLogWriter(t testing.TB, brokers []string, tp coordination.TopicPartition
 // commit is false. It returns the token the records carry.
 func (w *logWriter) write(ctx context.Context, commit bool, entries ...Entry) coordination.FencingToken {
 	w.t.Helper()
-	if err := w.cl.BeginTransaction(); err != nil {
-		w.t.Fatal(err)
-	}
-	id, epoch, err := w.cl.ProducerID(ctx)
+	token, err := w.tryWrite(ctx, commit, entries...)
 	if err != nil {
 		w.t.Fatal(err)
 	}
+	return token
+}
+
+// tryWrite is write that returns the error of a writer that may be fenced.
+func (w *logWriter) tryWrite(ctx context.Context, commit bool, entries ...Entry) (coordination.FencingToken, error) {
+	if err := w.cl.BeginTransaction(); err != nil {
+		return coordination.NoEpoch, err
+	}
+	id, epoch, err := w.cl.ProducerID(ctx)
+	if err != nil {
+		return coordination.NoEpoch, err
+	}
 	token := mustToken(w.t, id, epoch)
+	var produceErr error
 	for _, e := range entries {
 		e.Role, e.Member, e.Token = w.role, w.member, token
 		if e.At.IsZero() {
@@ -60,13 +70,13 @@ func (w *logWriter) write(ctx context.Context, commit bool, entries ...Entry) co
 		}
 		rec := &kgo.Record{Topic: w.tp.Topic, Partition: int32(w.tp.Partition), Key: key, Value: value}
 		if err := w.cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-			w.t.Fatal(err)
+			produceErr = err
+			commit = false
+			break
 		}
 	}
-	if err := w.cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
-		w.t.Fatal(err)
-	}
-	return token
+	endErr := w.cl.EndTransaction(ctx, kgo.TransactionEndTry(commit))
+	return token, errors.Join(produceErr, endErr)
 }
 
 func issuedEntry(id string) Entry {
@@ -179,7 +189,7 @@ func TestReadLogCommittedOnly(t *testing.T) {
 		t.Fatalf("empty log: %v, %v", entries, err)
 	}
 
-	w := newLogWriter(t, brokers, tp, role, "node-1")
+	w := newLogWriter(t, brokers, tp, role, "node-1", role+"-node-1")
 	t1 := w.write(ctx, true, issuedEntry("a"), issuedEntry("b"))
 	w.write(ctx, false, outcomeEntry("a", StatusFailed, 1))
 	t3 := w.write(ctx, true, outcomeEntry("a", StatusSucceeded, 1))
@@ -239,7 +249,7 @@ func TestClientWaitAndStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := newLogWriter(t, brokers, tp, role, "node-1")
+	w := newLogWriter(t, brokers, tp, role, "node-1", role+"-node-1")
 	w.write(ctx, true, issuedEntry("a"), issuedEntry("b"))
 
 	if _, err := client.Status(ctx, role, "zzz"); !errors.As(err, new(*UnknownCommandError)) {
@@ -288,7 +298,7 @@ func TestFollowLogStreamsAndCloses(t *testing.T) {
 	client, brokers := fakeClient(t)
 	role := sampleCommand().Role
 	tp, _ := client.LogPartition(role)
-	w := newLogWriter(t, brokers, tp, role, "node-1")
+	w := newLogWriter(t, brokers, tp, role, "node-1", role+"-node-1")
 	w.write(ctx, true, issuedEntry("a"))
 
 	stream, err := client.FollowLog(ctx, role, 0)
