@@ -153,18 +153,18 @@ type Health struct {
 type ConfigError struct {
 	// Field is the field's path in YAML spelling, such as "serial.parity".
 	Field string
-	// Value is the offending value, formatted.
+	// Value is the offending value, as text.
 	Value string
 	// Reason says what is wrong.
 	Reason string
 }
 
 func (e *ConfigError) Error() string {
-	return fmt.Sprintf("modbus: config %s %s: %s", e.Field, e.Value, e.Reason)
+	return fmt.Sprintf("modbus: config field %s = %q: %s", e.Field, e.Value, e.Reason)
 }
 
 func configErr(field string, value any, reason string) error {
-	return &ConfigError{Field: field, Value: fmt.Sprintf("%q", fmt.Sprint(value)), Reason: reason}
+	return &ConfigError{Field: field, Value: fmt.Sprint(value), Reason: reason}
 }
 
 // Validate checks every field and returns a *[ConfigError] for the first bad

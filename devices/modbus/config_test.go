@@ -27,27 +27,27 @@ func TestValidateNamesTheField(t *testing.T) {
 		field string
 		value string
 	}{
-		{"transport", func() modbus.Config { c := valid(); c.Transport = "udp"; return c }, "transport", `"udp"`},
-		{"tcp without address", func() modbus.Config { c := valid(); c.Address = ""; return c }, "address", `""`},
-		{"tcp address without port", func() modbus.Config { c := valid(); c.Address = "10.0.0.5"; return c }, "address", `"10.0.0.5"`},
-		{"tcp with serial", func() modbus.Config { c := valid(); c.Serial.Device = "/dev/ttyS0"; return c }, "serial.device", `"/dev/ttyS0"`},
-		{"tcp unit", func() modbus.Config { c := valid(); c.Unit = 256; return c }, "unit", `"256"`},
-		{"rtu with address", func() modbus.Config { c := rtu(); c.Address = "1.2.3.4:502"; return c }, "address", `"1.2.3.4:502"`},
-		{"rtu without device", func() modbus.Config { c := rtu(); c.Serial.Device = ""; return c }, "serial.device", `""`},
-		{"rtu broadcast unit", func() modbus.Config { c := rtu(); c.Unit = 0; return c }, "unit", `"0"`},
-		{"rtu unit", func() modbus.Config { c := rtu(); c.Unit = 248; return c }, "unit", `"248"`},
-		{"baud rate", func() modbus.Config { c := rtu(); c.Serial.BaudRate = -9600; return c }, "serial.baud_rate", `"-9600"`},
-		{"data bits", func() modbus.Config { c := rtu(); c.Serial.DataBits = 9; return c }, "serial.data_bits", `"9"`},
-		{"parity", func() modbus.Config { c := rtu(); c.Serial.Parity = "even"; return c }, "serial.parity", `"even"`},
-		{"stop bits", func() modbus.Config { c := rtu(); c.Serial.StopBits = 3; return c }, "serial.stop_bits", `"3"`},
-		{"timeout", func() modbus.Config { c := valid(); c.Timeout = -time.Second; return c }, "timeout", `"-1s"`},
-		{"fence", func() modbus.Config { c := valid(); c.Fence = &modbus.Fence{Address: 65532}; return c }, "fence.address", `"65532"`},
-		{"no actions", func() modbus.Config { c := valid(); c.Actions = nil; return c }, "actions", `""`},
+		{"transport", func() modbus.Config { c := valid(); c.Transport = "udp"; return c }, "transport", "udp"},
+		{"tcp without address", func() modbus.Config { c := valid(); c.Address = ""; return c }, "address", ""},
+		{"tcp address without port", func() modbus.Config { c := valid(); c.Address = "10.0.0.5"; return c }, "address", "10.0.0.5"},
+		{"tcp with serial", func() modbus.Config { c := valid(); c.Serial.Device = "/dev/ttyS0"; return c }, "serial.device", "/dev/ttyS0"},
+		{"tcp unit", func() modbus.Config { c := valid(); c.Unit = 256; return c }, "unit", "256"},
+		{"rtu with address", func() modbus.Config { c := rtu(); c.Address = "1.2.3.4:502"; return c }, "address", "1.2.3.4:502"},
+		{"rtu without device", func() modbus.Config { c := rtu(); c.Serial.Device = ""; return c }, "serial.device", ""},
+		{"rtu broadcast unit", func() modbus.Config { c := rtu(); c.Unit = 0; return c }, "unit", "0"},
+		{"rtu unit", func() modbus.Config { c := rtu(); c.Unit = 248; return c }, "unit", "248"},
+		{"baud rate", func() modbus.Config { c := rtu(); c.Serial.BaudRate = -9600; return c }, "serial.baud_rate", "-9600"},
+		{"data bits", func() modbus.Config { c := rtu(); c.Serial.DataBits = 9; return c }, "serial.data_bits", "9"},
+		{"parity", func() modbus.Config { c := rtu(); c.Serial.Parity = "even"; return c }, "serial.parity", "even"},
+		{"stop bits", func() modbus.Config { c := rtu(); c.Serial.StopBits = 3; return c }, "serial.stop_bits", "3"},
+		{"timeout", func() modbus.Config { c := valid(); c.Timeout = -time.Second; return c }, "timeout", "-1s"},
+		{"fence", func() modbus.Config { c := valid(); c.Fence = &modbus.Fence{Address: 65532}; return c }, "fence.address", "65532"},
+		{"no actions", func() modbus.Config { c := valid(); c.Actions = nil; return c }, "actions", ""},
 		{"unknown action", func() modbus.Config {
 			c := valid()
 			c.Actions = map[modbus.Action]modbus.ActionConfig{"pulse": {}}
 			return c
-		}, "actions", `"pulse"`},
+		}, "actions", "pulse"},
 	}
 	for _, c := range cases {
 		cfg := c.cfg()
