@@ -27,6 +27,7 @@ type Device struct {
 	topic       template
 	reply       *template
 	replyFilter string
+	ackDetail   string
 	client      paho.Client
 	log         *slog.Logger
 
@@ -75,6 +76,7 @@ func New(cfg Config, opts ...Option) (*Device, error) {
 		done:     make(chan struct{}),
 	}
 	d.conn.changed = make(chan struct{})
+	d.ackDetail = fmt.Sprintf("acknowledged by the broker at qos %d", cfg.QoS)
 	d.topic, _ = parseTemplate(cfg.Topic, false)
 	if cfg.ReplyTopic != "" {
 		t, _ := parseTemplate(cfg.ReplyTopic, true)
@@ -180,7 +182,7 @@ func (d *Device) Dispatch(ctx context.Context, cmd dispatch.Command, token coord
 		return dispatch.Result{}, fmt.Errorf("mqtt: dispatch %s: published to %s: %w", cmd.ID, topic, ErrClosed)
 	}
 	if replies == nil {
-		return dispatch.Result{Detail: fmt.Sprintf("acknowledged by the broker at qos %d", d.cfg.QoS)}, nil
+		return dispatch.Result{Detail: d.ackDetail}, nil
 	}
 
 	timer.Reset(d.cfg.ReplyTimeout)

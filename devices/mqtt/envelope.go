@@ -37,8 +37,9 @@ var ErrMalformedEnvelope = errors.New("mqtt: malformed envelope")
 //	  "attributes": {"operator": "ana"}
 //	}
 //
-// "payload" holds a payload that is valid JSON as that JSON value (its
-// insignificant white space may differ); any other payload travels as
+// "payload" holds a payload that is valid JSON as that JSON value, embedded
+// byte for byte (a decoder may drop the white space around it); any other
+// payload travels as
 // standard base64 in "payload_base64" instead, and an empty payload omits
 // both. "token" and the two numbers carry one fencing token twice, for
 // firmware that compares strings and for firmware that compares numbers;
@@ -96,24 +97,14 @@ func EncodeEnvelope(env Envelope) ([]byte, error) {
 var errPayloadNotJSON = errors.New("mqtt: payload is not valid JSON")
 
 func encodeEnvelope(env Envelope, encoding string) ([]byte, error) {
-	id, epoch := env.Token.ProducerID(), env.Token.ProducerEpoch()
-	w := wireEnvelope{
-		V:             EnvelopeVersion,
-		ID:            env.ID,
-		Role:          env.Role,
-		Device:        env.Device,
-		Action:        env.Action,
-		Token:         env.Token.String(),
-		ProducerID:    &id,
-		ProducerEpoch: &epoch,
-		Deadline:      env.Deadline.UTC(),
-		SubmittedAt:   env.SubmittedAt.UTC(),
-		Attributes:    env.Attributes,
+	buf, err := appendEnvelope(make([]byte, 0, 256+len(env.Payload)*4/3), env, encoding)
+	if err != nil {
+		if errors.Is(err, errPayloadNotJSON) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("mqtt: encode envelope: %w", err)
 	}
-	if err := setPayload(env.Payload, encoding, &w.Payload, &w.PayloadBase64); err != nil {
-		return nil, err
-	}
-	return marshal(w)
+	return buf, nil
 }
 
 // setPayload stores p in the JSON field or the base64 field.

@@ -39,7 +39,7 @@ func TestEnvelopeWireForm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"v":1,"id":"cmd-42","role":"plant-a","device":"valve-1","action":"open","payload":{"percent":40},` +
+	want := `{"v":1,"id":"cmd-42","role":"plant-a","device":"valve-1","action":"open","payload":{"percent": 40},` +
 		`"token":"1001:3","producer_id":1001,"producer_epoch":3,"deadline":"2026-11-30T06:30:00.123456789Z",` +
 		`"submitted_at":"2026-11-30T06:29:00Z","attributes":{"operator":"ana"}}`
 	if string(b) != want {
@@ -95,8 +95,9 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 	}
 }
 
-func TestEnvelopeJSONPayloadKeepsValueNotSpacing(t *testing.T) {
-	b, err := EncodeEnvelope(sampleEnvelope(t, []byte("{ \"a\" :\n 1 }")))
+func TestEnvelopeEmbedsJSONPayloadByteForByte(t *testing.T) {
+	payload := []byte("{ \"a\" :\n [1, 2] }")
+	b, err := EncodeEnvelope(sampleEnvelope(t, payload))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,8 +105,58 @@ func TestEnvelopeJSONPayloadKeepsValueNotSpacing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(out.Payload) != `{"a":1}` {
-		t.Fatalf("payload %q, want the compact equal value", out.Payload)
+	if !bytes.Equal(out.Payload, payload) {
+		t.Fatalf("payload %q, want %q", out.Payload, payload)
+	}
+}
+
+// TestEnvelopeEncoderAgreesWithEncodingJSON checks the hand-written encoder
+// against encoding/json on text that needs escaping.
+func TestEnvelopeEncoderAgreesWithEncodingJSON(t *testing.T) {
+	texts := []string{"plain", `quote " and \\ back`, "tab\tnew\nline\r", "ctl \x00\x01\x1f\x7f", "<html>&", "ünïcødé ✓ \u2028\u2029", ""}
+	for _, s := range texts {
+		env := sampleEnvelope(t, []byte(s))
+		env.ID, env.Action = "id-"+s, s
+		env.Attributes = map[string]string{s: s, "z": "1", "a": s}
+		got, err := EncodeEnvelope(env)
+		if err != nil {
+			t.Fatalf("%q: %v", s, err)
+		}
+		id, epoch := env.Token.ProducerID(), env.Token.ProducerEpoch()
+		w := wireEnvelope{V: 1, ID: env.ID, Role: env.Role, Device: env.Device, Action: env.Action, Token: env.Token.String(),
+			ProducerID: &id, ProducerEpoch: &epoch, Deadline: env.Deadline, SubmittedAt: env.SubmittedAt, Attributes: env.Attributes}
+		if s != "" {
+			w.PayloadBase64 = []byte(s)
+		}
+		want, err := json.Marshal(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var g, wnt any
+		if err := json.Unmarshal(got, &g); err != nil {
+			t.Fatalf("%q: invalid JSON %s: %v", s, got, err)
+		}
+		if err := json.Unmarshal(want, &wnt); err != nil {
+			t.Fatal(err)
+		}
+		gb, _ := json.Marshal(g)
+		wb, _ := json.Marshal(wnt)
+		if !bytes.Equal(gb, wb) {
+			t.Fatalf("%q:\n got %s\nwant %s", s, got, want)
+		}
+	}
+}
+
+func TestEnvelopeRefusesInvalidUTF8AndYears(t *testing.T) {
+	env := sampleEnvelope(t, nil)
+	env.ID = "bad\xff"
+	if _, err := EncodeEnvelope(env); !errors.Is(err, errNotUTF8) {
+		t.Fatalf("invalid UTF-8 id: %v", err)
+	}
+	env = sampleEnvelope(t, nil)
+	env.Deadline = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := EncodeEnvelope(env); err == nil {
+		t.Fatal("deadline in year 10000 encoded")
 	}
 }
 
@@ -209,4 +260,15 @@ func FuzzDecodeEnvelope(f *testing.F) {
 			t.Fatalf("round trip changed %+v into %+v (%v)", env, env2, err)
 		}
 	})
+}
+
+func BenchmarkEncodeEnvelope(b *testing.B) {
+	env := sampleEnvelope(b, []byte(`{"percent":40}`))
+	env.Attributes = nil
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := encodeEnvelope(env, PayloadAuto); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
