@@ -159,6 +159,7 @@ type ConfigError struct {
 	Reason string
 }
 
+// Error names the field, its value and what is wrong.
 func (e *ConfigError) Error() string {
 	return fmt.Sprintf("modbus: config field %s = %q: %s", e.Field, e.Value, e.Reason)
 }

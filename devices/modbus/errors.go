@@ -39,6 +39,7 @@ const (
 	PhaseHealth
 )
 
+// String returns the phase's name as error messages print it.
 func (p Phase) String() string {
 	switch p {
 	case PhaseBus:
@@ -77,6 +78,8 @@ type UnitError struct {
 	Err error
 }
 
+// Error names the unit, its bus, the phase, whether the request left, and
+// the cause.
 func (e *UnitError) Error() string {
 	sent := "not sent"
 	if e.Sent {
@@ -85,6 +88,7 @@ func (e *UnitError) Error() string {
 	return fmt.Sprintf("modbus: unit %d on %s: %s (request %s): %v", e.Unit, e.Bus, e.Phase, sent, e.Err)
 }
 
+// Unwrap returns the cause.
 func (e *UnitError) Unwrap() error { return e.Err }
 
 // Exception returns the Modbus exception code of the unit's answer, and
@@ -108,6 +112,7 @@ type VerifyError struct {
 	Wrote, Read string
 }
 
+// Error shows what was written and what was read.
 func (e *VerifyError) Error() string {
 	return fmt.Sprintf("modbus: read back from %d differs: wrote %s, read %s", e.Address, e.Wrote, e.Read)
 }
@@ -120,6 +125,7 @@ type UnknownActionError struct {
 	Action string
 }
 
+// Error names the action.
 func (e *UnknownActionError) Error() string {
 	return fmt.Sprintf("modbus: action %q is not enabled on this device", e.Action)
 }

@@ -29,6 +29,7 @@ type PayloadError struct {
 	Err error
 }
 
+// Error names the action and what is wrong with its payload.
 func (e *PayloadError) Error() string {
 	if e.Err != nil {
 		return fmt.Sprintf("modbus: %s payload: %s: %v", e.Action, e.Reason, e.Err)
@@ -36,6 +37,7 @@ func (e *PayloadError) Error() string {
 	return fmt.Sprintf("modbus: %s payload: %s", e.Action, e.Reason)
 }
 
+// Unwrap returns the decoding error, if any.
 func (e *PayloadError) Unwrap() error { return e.Err }
 
 // RegisterValue is the payload of [WriteRegister]: {"address": 10, "value": 1234}.

@@ -266,6 +266,8 @@ func (s *Sim) act(req Request) outcome {
 	return outcome{exception: IllegalFunction, answer: true}
 }
 
+// String returns the function's name, or its code in hex for one the
+// simulator does not know.
 func (f Function) String() string {
 	switch f {
 	case ReadCoils:

@@ -93,6 +93,9 @@ func (t *TCPServer) Close() error {
 // tcpHandler adapts the simulator to the library's request handler.
 type tcpHandler TCPServer
 
+// finish turns an outcome into the handler's error: nil to answer, a
+// library error to answer with an exception, or, for no answer, a wait
+// until the server stops.
 func (h *tcpHandler) finish(out outcome) error {
 	if !out.answer {
 		<-h.stop
@@ -104,6 +107,7 @@ func (h *tcpHandler) finish(out outcome) error {
 	return nil
 }
 
+// HandleCoils serves functions 01, 05 and 15.
 func (h *tcpHandler) HandleCoils(req *smodbus.CoilsRequest) ([]bool, error) {
 	r := Request{Unit: req.UnitId, Function: ReadCoils, Address: req.Addr, Quantity: req.Quantity}
 	if req.IsWrite {
@@ -122,10 +126,12 @@ func (h *tcpHandler) HandleCoils(req *smodbus.CoilsRequest) ([]bool, error) {
 	return out.coils, nil
 }
 
+// HandleDiscreteInputs answers function 02 with zeros.
 func (h *tcpHandler) HandleDiscreteInputs(req *smodbus.DiscreteInputsRequest) ([]bool, error) {
 	return make([]bool, req.Quantity), nil
 }
 
+// HandleHoldingRegisters serves functions 03, 06 and 16.
 func (h *tcpHandler) HandleHoldingRegisters(req *smodbus.HoldingRegistersRequest) ([]uint16, error) {
 	r := Request{Unit: req.UnitId, Function: ReadHoldingRegisters, Address: req.Addr, Quantity: req.Quantity}
 	if req.IsWrite {
@@ -142,6 +148,7 @@ func (h *tcpHandler) HandleHoldingRegisters(req *smodbus.HoldingRegistersRequest
 	return out.registers, nil
 }
 
+// HandleInputRegisters answers function 04 with zeros.
 func (h *tcpHandler) HandleInputRegisters(req *smodbus.InputRegistersRequest) ([]uint16, error) {
 	return make([]uint16, req.Quantity), nil
 }
