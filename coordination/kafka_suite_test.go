@@ -1,0 +1,561 @@
+package coordination_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/internal/kafkatest"
+)
+
+// kafkaEnv is one cluster the transport tests run on: the real cluster
+// under one transaction version, or kfake.
+type kafkaEnv struct {
+	name    string
+	brokers []string
+	opts    []kgo.Opt // client options beyond the seed brokers
+
+	// bumps reports whether every commit bumps the epoch (transactions v2).
+	bumps bool
+
+	// createTopic creates a topic of its own for one test.
+	createTopic func(t *testing.T, name string, partitions int)
+}
+
+// transport returns a transport of the environment, closed at the end of
+// the test.
+func (e kafkaEnv) transport(t *testing.T, lease coordination.LeaseConfig) *coordination.KafkaTransport {
+	t.Helper()
+	opts := append([]kgo.Opt{kgo.SeedBrokers(e.brokers...)}, e.opts...)
+	tr, err := coordination.NewKafkaTransportWithClientOptions(lease, opts...)
+	if err != nil {
+		t.Fatalf("new transport: %v", err)
+	}
+	t.Cleanup(tr.Close)
+	return tr
+}
+
+// client returns a plain franz-go client of the environment, closed at the
+// end of the test.
+func (e kafkaEnv) client(t *testing.T, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	all := append([]kgo.Opt{kgo.SeedBrokers(e.brokers...)}, e.opts...)
+	cl, err := kgo.NewClient(append(all, opts...)...)
+	if err != nil {
+		t.Fatalf("new client: %v", err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// testLease is the lease policy of the transport tests: short, so a test
+// that waits for a deadline waits seconds.
+func testLease(t *testing.T) coordination.LeaseConfig {
+	t.Helper()
+	lease, err := coordination.NewLeaseConfig(3*time.Second, time.Second, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lease
+}
+
+// uniqueRole returns a role no other test or run uses.
+func uniqueRole(t *testing.T) coordination.Role {
+	t.Helper()
+	role, err := coordination.NewRole(kafkatest.UniqueName(t, "role"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return role
+}
+
+func testCtx(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func member(t *testing.T, name string) coordination.MemberID {
+	t.Helper()
+	m, err := coordination.NewMemberID(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// eventually polls check until it returns nil, and fails the test with its
+// last error when within passes first. Kafka answers a commit before the
+// coordinator has written the commit markers, so a read_committed reader
+// sees a committed record a moment after the commit returned.
+func eventually(t *testing.T, within time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %v", within, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// readState reads the partition of role and folds it.
+func readState(ctx context.Context, tr *coordination.KafkaTransport, role coordination.Role) (coordination.RoleState, error) {
+	partition, err := coordination.RoleTopicPartition(role)
+	if err != nil {
+		return coordination.RoleState{}, err
+	}
+	records, err := tr.ReadPartition(ctx, partition)
+	if err != nil {
+		return coordination.RoleState{}, err
+	}
+	return coordination.BuildRoleState(role, records)
+}
+
+// tokenValue is the value a test writes in a guarded record: the token the
+// build function received, so a reader checks invariant I4.
+func tokenValue(prefix string, token coordination.FencingToken) []byte {
+	return []byte(prefix + "@" + token.String())
+}
+
+// valueToken parses a value that tokenValue wrote.
+func valueToken(t *testing.T, value []byte) (string, coordination.FencingToken) {
+	t.Helper()
+	prefix, text, ok := strings.Cut(string(value), "@")
+	if !ok {
+		t.Fatalf("value %q carries no token", value)
+	}
+	token, err := coordination.ParseFencingToken(text)
+	if err != nil {
+		t.Fatalf("value %q: %v", value, err)
+	}
+	return prefix, token
+}
+
+// readCommitted reads every committed record of one partition of a topic
+// with a plain read_committed consumer, which reports each record's
+// producer id and epoch from its batch.
+func readCommitted(t *testing.T, env kafkaEnv, topic string, partition int32) []*kgo.Record {
+	t.Helper()
+	ctx := testCtx(t, 30*time.Second)
+	adm := kafkatest.Admin(t, env.brokers, env.opts...)
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatalf("list end offsets of %s: %v", topic, err)
+	}
+	end, ok := ends.Lookup(topic, partition)
+	if !ok || end.Err != nil {
+		t.Fatalf("end offset of %s[%d]: %v", topic, partition, end.Err)
+	}
+	cl := env.client(t,
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().AtStart()}}),
+	)
+	var out []*kgo.Record
+	var seen int64 = -1
+	for seen < end.Offset-1 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("read %s[%d] to offset %d: got to %d: %v", topic, partition, end.Offset, seen, err)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("read %s[%d]: %v", topic, partition, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			seen = r.Offset
+			if !r.Attrs.IsControl() {
+				out = append(out, r)
+			}
+		})
+	}
+	return out
+}
+
+// runTransportSuite runs the tests of the transport that hold on every
+// cluster, kfake included: none of them rests on a fence.
+func runTransportSuite(t *testing.T, env kafkaEnv) {
+	t.Run("AcquireDescribeWriteRead", func(t *testing.T) { testAcquireDescribeWriteRead(t, env) })
+	t.Run("GuardedWriteSeveralTopics", func(t *testing.T) { testGuardedWriteSeveralTopics(t, env) })
+	t.Run("GuardedWriteAbortsOnFailure", func(t *testing.T) { testGuardedWriteAborts(t, env) })
+	t.Run("AppendPinsPartition", func(t *testing.T) { testAppendPinsPartition(t, env) })
+	t.Run("ReadSkipsOpenTransaction", func(t *testing.T) { testReadSkipsOpenTransaction(t, env) })
+	t.Run("WaitPartition", func(t *testing.T) { testWaitPartition(t, env) })
+	t.Run("NoProducerNoWrite", func(t *testing.T) { testNoProducerNoWrite(t, env) })
+}
+
+// testAcquireDescribeWriteRead: a role no member took reports no epoch; an
+// acquisition mints a token that DescribeEpoch reports; every commit returns
+// the token the coordinator holds afterwards, a newer one under
+// transactions v2 and the same under v1; a lease written under it reads back.
+func testAcquireDescribeWriteRead(t *testing.T, env kafkaEnv) {
+	ctx := testCtx(t, 60*time.Second)
+	tr := env.transport(t, testLease(t))
+	role := uniqueRole(t)
+
+	got, held, err := tr.DescribeEpoch(ctx, role)
+	if err != nil || held || got != coordination.NoEpoch {
+		t.Fatalf("DescribeEpoch of a new role = %v, %v, %v; want NoEpoch, false, nil", got, held, err)
+	}
+
+	token, err := tr.AcquireEpoch(ctx, role)
+	if err != nil {
+		t.Fatalf("AcquireEpoch: %v", err)
+	}
+	assertDescribed(ctx, t, tr, role, token)
+
+	partition, err := coordination.RoleTopicPartition(role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease := testLease(t)
+	key := coordination.EncodeKey(coordination.LeaseKey(role))
+	var written []coordination.Lease
+	for i := range 3 {
+		l := lease.Grant(member(t, "m"), token, int64(1000*i))
+		next, err := tr.WriteGuarded(ctx, role, token, []coordination.GuardedRecord{{
+			Partition: partition, Key: key, Value: coordination.EncodeLease(l),
+		}})
+		if err != nil {
+			t.Fatalf("write %d under %s: %v", i, token, err)
+		}
+		switch {
+		case env.bumps && !next.Supersedes(token):
+			t.Fatalf("transactions v2: commit under %s returned %s, want a newer token", token, next)
+		case !env.bumps && next != token:
+			t.Fatalf("transactions v1: commit under %s returned %s, want the same token", token, next)
+		}
+		assertDescribed(ctx, t, tr, role, next)
+		written = append(written, l)
+		token = next
+	}
+
+	eventually(t, 10*time.Second, func() error {
+		state, err := readState(ctx, tr, role)
+		if err != nil {
+			return err
+		}
+		if state.Lease == nil || *state.Lease != written[len(written)-1] {
+			return fmt.Errorf("lease read back = %+v, want %+v", state.Lease, written[len(written)-1])
+		}
+		return nil
+	})
+
+	// The tombstone of WriteLease clears the lease.
+	if err := tr.WriteLease(ctx, partition, token, key, nil); err != nil {
+		t.Fatalf("WriteLease tombstone: %v", err)
+	}
+	eventually(t, 10*time.Second, func() error {
+		state, err := readState(ctx, tr, role)
+		if err != nil {
+			return err
+		}
+		if state.Lease != nil {
+			return fmt.Errorf("after the tombstone the lease is %+v; want none", state.Lease)
+		}
+		return nil
+	})
+}
+
+// assertDescribed checks invariant I3 at the transport: the coordinator
+// holds exactly the token the transport last returned.
+func assertDescribed(ctx context.Context, t *testing.T, tr *coordination.KafkaTransport, role coordination.Role, want coordination.FencingToken) {
+	t.Helper()
+	status, err := coordination.DescribeLeadership(ctx, tr, role)
+	if err != nil {
+		t.Fatalf("DescribeLeadership: %v", err)
+	}
+	if !status.Held || status.Token != want || !status.Authoritative(want) {
+		t.Fatalf("DescribeLeadership = %v, want epoch %s", status, want)
+	}
+}
+
+// testGuardedWriteSeveralTopics: one guarded write puts records on two
+// topics and the coordination partition, all committed together, each on the
+// partition it names, each carrying the token it was built with (I4), which
+// is the producer id and epoch of the batch that holds it.
+func testGuardedWriteSeveralTopics(t *testing.T, env kafkaEnv) {
+	ctx := testCtx(t, 60*time.Second)
+	tr := env.transport(t, testLease(t))
+	role := uniqueRole(t)
+	topicA, topicB := kafkatest.UniqueName(t, "a"), kafkatest.UniqueName(t, "b")
+	env.createTopic(t, topicA, 3)
+	env.createTopic(t, topicB, 2)
+
+	token, err := tr.AcquireEpoch(ctx, role)
+	if err != nil {
+		t.Fatalf("AcquireEpoch: %v", err)
+	}
+	for round := range 2 {
+		records := []coordination.GuardedRecord{
+			{Partition: coordination.TopicPartition{Topic: topicA, Partition: 2}, Key: []byte("k"), Value: tokenValue("a2", token),
+				Headers: []coordination.Header{{Key: "token", Value: []byte(token.String())}}},
+			{Partition: coordination.TopicPartition{Topic: topicA, Partition: 0}, Key: []byte("k"), Value: tokenValue("a0", token)},
+			{Partition: coordination.TopicPartition{Topic: topicB, Partition: 1}, Key: []byte("k"), Value: tokenValue("b1", token)},
+		}
+		next, err := tr.WriteGuarded(ctx, role, token, records)
+		if err != nil {
+			t.Fatalf("round %d: WriteGuarded: %v", round, err)
+		}
+		token = next
+	}
+
+	for _, at := range []struct {
+		topic     string
+		partition int32
+		prefix    string
+	}{{topicA, 2, "a2"}, {topicA, 0, "a0"}, {topicB, 1, "b1"}} {
+		got := readCommitted(t, env, at.topic, at.partition)
+		if len(got) != 2 {
+			t.Fatalf("%s[%d] holds %d records, want 2", at.topic, at.partition, len(got))
+		}
+		for _, r := range got {
+			prefix, written := valueToken(t, r.Value)
+			batch, err := coordination.NewFencingToken(r.ProducerID, r.ProducerEpoch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if prefix != at.prefix || written != batch {
+				t.Fatalf("%s[%d] offset %d: value %q in a batch of %s; want prefix %s and the batch's token", at.topic, at.partition, r.Offset, r.Value, batch, at.prefix)
+			}
+		}
+	}
+	for _, p := range []int32{1} {
+		if got := readCommitted(t, env, topicA, p); len(got) != 0 {
+			t.Fatalf("%s[%d] holds %d records; the writes named other partitions", topicA, p, len(got))
+		}
+	}
+}
+
+// testGuardedWriteAborts: a guarded write with one record that cannot be
+// produced (a partition the topic lacks) fails without a fence, commits none
+// of its records, and leaves the producer usable under the token it
+// returns.
+func testGuardedWriteAborts(t *testing.T, env kafkaEnv) {
+	ctx := testCtx(t, 60*time.Second)
+	tr := env.transport(t, testLease(t))
+	role := uniqueRole(t)
+	topic := kafkatest.UniqueName(t, "t")
+	env.createTopic(t, topic, 1)
+
+	token, err := tr.AcquireEpoch(ctx, role)
+	if err != nil {
+		t.Fatalf("AcquireEpoch: %v", err)
+	}
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	next, err := tr.WriteGuarded(short, role, token, []coordination.GuardedRecord{
+		{Partition: coordination.TopicPartition{Topic: topic, Partition: 0}, Value: tokenValue("doomed", token)},
+		{Partition: coordination.TopicPartition{Topic: topic, Partition: 7}, Value: tokenValue("missing", token)},
+	})
+	cancel()
+	if err == nil {
+		t.Fatal("a write to a missing partition succeeded")
+	}
+	if errors.Is(err, coordination.ErrFenced) || errors.Is(err, coordination.ErrOutcomeUnknown) {
+		t.Fatalf("a failed produce ended the producer: %v", err)
+	}
+	if next.Compare(token) < 0 {
+		t.Fatalf("after the abort the token went back from %s to %s", token, next)
+	}
+	assertDescribed(ctx, t, tr, role, next)
+
+	after, err := tr.WriteGuarded(ctx, role, next, []coordination.GuardedRecord{
+		{Partition: coordination.TopicPartition{Topic: topic, Partition: 0}, Value: tokenValue("kept", next)},
+	})
+	if err != nil {
+		t.Fatalf("write after the abort: %v", err)
+	}
+	assertDescribed(ctx, t, tr, role, after)
+	got := readCommitted(t, env, topic, 0)
+	if len(got) != 1 {
+		t.Fatalf("%s[0] holds %d committed records, want only the one after the abort", topic, len(got))
+	}
+	if prefix, _ := valueToken(t, got[0].Value); prefix != "kept" {
+		t.Fatalf("committed %q; the aborted record leaked", got[0].Value)
+	}
+}
+
+// testAppendPinsPartition: a registration goes to the partition it names,
+// not to the one its key hashes to, and reads back in offset order.
+func testAppendPinsPartition(t *testing.T, env kafkaEnv) {
+	ctx := testCtx(t, 60*time.Second)
+	tr := env.transport(t, testLease(t))
+	role := uniqueRole(t)
+	partition, err := coordination.RoleTopicPartition(role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	members := []string{"m-1", "m-2", "m-3"}
+	for i, name := range members {
+		key := coordination.EncodeKey(coordination.RegistrationKey(role, member(t, name)))
+		value := coordination.EncodeRegistration(coordination.Registration{Member: member(t, name), RegisteredAt: int64(i)})
+		if err := tr.Append(ctx, partition, key, value); err != nil {
+			t.Fatalf("Append %s: %v", name, err)
+		}
+	}
+	// A plain append is visible at once: no transaction marker to wait for.
+	state, err := coordination.DescribeRoleState(ctx, tr, role)
+	if err != nil {
+		t.Fatalf("DescribeRoleState: %v", err)
+	}
+	if len(state.Roster) != len(members) {
+		t.Fatalf("roster %+v, want %v", state.Roster, members)
+	}
+	for i, e := range state.Roster {
+		if e.Member.String() != members[i] {
+			t.Fatalf("roster %+v, want %v in order", state.Roster, members)
+		}
+	}
+	// A fresh transport, which read nothing before, sees the same.
+	other, err := coordination.DescribeRoleState(ctx, env.transport(t, testLease(t)), role)
+	if err != nil || len(other.Roster) != len(members) {
+		t.Fatalf("DescribeRoleState from a fresh transport: %+v, %v", other, err)
+	}
+}
+
+// testReadSkipsOpenTransaction: ReadPartition returns promptly while another
+// producer holds a transaction open on the partition, and shows none of its
+// records, before or after the abort.
+func testReadSkipsOpenTransaction(t *testing.T, env kafkaEnv) {
+	ctx := testCtx(t, 60*time.Second)
+	tr := env.transport(t, testLease(t))
+	role := uniqueRole(t)
+	partition, err := coordination.RoleTopicPartition(role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(name string) []byte {
+		return coordination.EncodeKey(coordination.RegistrationKey(role, member(t, name)))
+	}
+	reg := func(name string) []byte {
+		return coordination.EncodeRegistration(coordination.Registration{Member: member(t, name)})
+	}
+	if err := tr.Append(ctx, partition, key("before"), reg("before")); err != nil {
+		t.Fatal(err)
+	}
+
+	open := env.client(t, kgo.TransactionalID(kafkatest.UniqueName(t, "open")),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := open.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := open.ProduceSync(ctx, &kgo.Record{
+		Topic: partition.Topic, Partition: int32(partition.Partition), Key: key("uncommitted"), Value: reg("uncommitted"),
+	}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Append(ctx, partition, key("after"), reg("after")); err != nil {
+		t.Fatal(err)
+	}
+
+	readCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	records, err := tr.ReadPartition(readCtx, partition)
+	cancel()
+	if err != nil {
+		t.Fatalf("ReadPartition with a transaction open: %v", err)
+	}
+	state, err := coordination.BuildRoleState(role, records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := state.Entry(member(t, "uncommitted")); ok {
+		t.Fatal("ReadPartition shows a record of an open transaction")
+	}
+	if _, ok := state.Entry(member(t, "before")); !ok {
+		t.Fatalf("ReadPartition lost a committed record: %+v", state.Roster)
+	}
+
+	if err := open.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+	// The record behind the aborted transaction shows once the abort marker
+	// is written; the aborted record never does.
+	eventually(t, 10*time.Second, func() error {
+		state, err := readState(ctx, tr, role)
+		if err != nil {
+			return err
+		}
+		if _, ok := state.Entry(member(t, "uncommitted")); ok {
+			t.Fatal("ReadPartition shows a record of an aborted transaction")
+		}
+		if _, ok := state.Entry(member(t, "after")); !ok {
+			return fmt.Errorf("ReadPartition misses the record behind the aborted transaction: %+v", state.Roster)
+		}
+		return nil
+	})
+}
+
+// testWaitPartition: WaitPartition returns when a record lands above the
+// offset it waits after, and returns the context error when none does.
+func testWaitPartition(t *testing.T, env kafkaEnv) {
+	ctx := testCtx(t, 60*time.Second)
+	tr := env.transport(t, testLease(t))
+	role := uniqueRole(t)
+	partition, err := coordination.RoleTopicPartition(role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	records, err := tr.ReadPartition(ctx, partition)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := int64(-1)
+	if len(records) > 0 {
+		last = records[len(records)-1].Offset
+	}
+	// No record lands above an offset far past the end; the wait ends with
+	// its context.
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	err = tr.WaitPartition(short, partition, 1<<40)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitPartition with nothing to see = %v, want the deadline", err)
+	}
+
+	done := make(chan error, 1)
+	go func() { done <- tr.WaitPartition(ctx, partition, last) }()
+	key := coordination.EncodeKey(coordination.RegistrationKey(role, member(t, "m")))
+	if err := tr.Append(ctx, partition, key, coordination.EncodeRegistration(coordination.Registration{Member: member(t, "m")})); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("WaitPartition after a record landed: %v", err)
+	}
+}
+
+// testNoProducerNoWrite: a transport that never acquired the role cannot
+// write under it, and after Close nothing works.
+func testNoProducerNoWrite(t *testing.T, env kafkaEnv) {
+	ctx := testCtx(t, 30*time.Second)
+	tr := env.transport(t, testLease(t))
+	role := uniqueRole(t)
+	partition, err := coordination.RoleTopicPartition(role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := coordination.NewFencingToken(1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := coordination.EncodeKey(coordination.LeaseKey(role))
+	if err := tr.WriteLease(ctx, partition, token, key, []byte("x")); !errors.Is(err, coordination.ErrNotHeld) {
+		t.Fatalf("WriteLease without AcquireEpoch = %v, want ErrNotHeld", err)
+	}
+	tr.Close()
+	tr.Close()
+	if _, err := tr.AcquireEpoch(ctx, role); err == nil {
+		t.Fatal("AcquireEpoch after Close succeeded")
+	}
+	if _, err := tr.ReadPartition(ctx, partition); err == nil {
+		t.Fatal("ReadPartition after Close succeeded")
+	}
+}
