@@ -1,6 +1,10 @@
 package coordination
 
-import "context"
+import (
+	"context"
+	"errors"
+	"fmt"
+)
 
 // Header is one header of a record of a guarded write.
 type Header struct {
@@ -32,4 +36,84 @@ type GuardedWriter interface {
 	// the token, and an error that wraps [ErrOutcomeUnknown] when it cannot
 	// tell whether the transaction committed.
 	WriteGuarded(ctx context.Context, role Role, token FencingToken, records []GuardedRecord) (FencingToken, error)
+}
+
+// Write runs one guarded transaction under the epoch of the role, and it
+// returns the token that the records were written under.
+//
+// Write waits for the transaction before it, calls build with the current
+// token, and passes the records to [GuardedWriter.WriteGuarded] of the
+// transport. The records commit all together or not at all. build runs while
+// the write slot is held, so it must not call Write, Renew, or Resign. A build
+// that returns no records writes nothing. On success the leadership takes the
+// token that the coordinator holds after the commit, which is a newer one when
+// the coordinator bumps the epoch on every commit, so [Leadership.Token]
+// stays the token of the coordinator.
+//
+// An error that wraps [ErrFenced] or [ErrOutcomeUnknown] ends the leadership:
+// [Leadership.Err] wraps it and [Leadership.Done] closes. Any other error of
+// the transport means the transaction aborted cleanly, and the leadership
+// keeps holding. Write returns the token it tried with such an error, and
+// [NoEpoch] with an error that came before the transport was called.
+//
+// Write returns an error that wraps errors.ErrUnsupported when the transport
+// implements no GuardedWriter, and an error that wraps [ErrNotHeld] without a
+// call to the transport after the leadership ended. A Write does not extend
+// the lease; see [Leadership.ValidFor].
+func (l *Leadership) Write(ctx context.Context, build func(token FencingToken) ([]GuardedRecord, error)) (FencingToken, error) {
+	if build == nil {
+		return NoEpoch, errors.New("coordination: guarded write with a nil build function")
+	}
+	if l.guarded == nil {
+		return NoEpoch, fmt.Errorf("coordination: guarded write to role %s: transport %T implements no GuardedWriter: %w", l.role, l.transport, errors.ErrUnsupported)
+	}
+	if err := l.acquireSlot(ctx); err != nil {
+		return NoEpoch, fmt.Errorf("coordination: guarded write to role %s: %w", l.role, err)
+	}
+	defer l.releaseSlot()
+
+	l.mu.Lock()
+	if l.err != nil {
+		l.mu.Unlock()
+		return NoEpoch, l.notHeld("write")
+	}
+	token := l.token
+	l.mu.Unlock()
+
+	records, err := build(token)
+	if err != nil {
+		return NoEpoch, fmt.Errorf("coordination: build guarded write to role %s: %w", l.role, err)
+	}
+	if len(records) == 0 {
+		return token, nil
+	}
+	next, err := l.guarded.WriteGuarded(ctx, l.role, token, records)
+	if err != nil {
+		err = fmt.Errorf("coordination: guarded write to role %s under token %s: %w", l.role, token, err)
+		if endsLeadership(err) {
+			l.end(err)
+		}
+		return token, err
+	}
+	l.mu.Lock()
+	l.token = laterToken(token, next)
+	l.mu.Unlock()
+	return token, nil
+}
+
+// endsLeadership reports whether a write error ends the leadership: the
+// broker fenced the token, or the producer cannot tell whether it committed
+// and is closed.
+func endsLeadership(err error) bool {
+	return errors.Is(err, ErrFenced) || errors.Is(err, ErrOutcomeUnknown)
+}
+
+// laterToken returns the later of the token a write ran under and the token
+// the transport reports after it. Tokens only grow, so a transport that
+// reports an older or a zero token leaves the leadership's token in place.
+func laterToken(current, reported FencingToken) FencingToken {
+	if reported.Supersedes(current) {
+		return reported
+	}
+	return current
 }

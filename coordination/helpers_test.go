@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -181,4 +182,40 @@ func (c *recordingClock) takeWaits() []time.Duration {
 	w := c.waits
 	c.waits = nil
 	return w
+}
+
+// txnModes runs a test under both token behaviours of Kafka: the epoch stays
+// put for a producer's life (transactions v1), or every commit bumps it (v2).
+var txnModes = []struct {
+	name string
+	bump bool
+}{{"v1", false}, {"v2", true}}
+
+// holder acquires the role for member on a fresh cluster and clock, and
+// returns them all.
+func holder(t *testing.T, bump bool) (*memCluster, *memTransport, *ManualClock, *Leadership) {
+	t.Helper()
+	cluster := newMemCluster(t)
+	cluster.bumpOnCommit = bump
+	clock := NewManualClock(t0)
+	transport := cluster.transport()
+	l, err := AcquireLeadership(context.Background(), transport, mustRole(t, "controller"), mustMember(t, "node-1"), testOptions(clock)...)
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	synctest.Wait() // the renewal goroutine waits on the clock now
+	return cluster, transport, clock, l
+}
+
+// checkCoordinatorToken asserts invariant I3: the leadership shows the token
+// the coordinator holds now.
+func checkCoordinatorToken(t *testing.T, transport *memTransport, l *Leadership) {
+	t.Helper()
+	status, err := DescribeLeadership(context.Background(), transport, l.Role())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !status.Authoritative(l.Token()) {
+		t.Fatalf("leadership shows %s, coordinator holds %s", l.Token(), status.Token)
+	}
 }

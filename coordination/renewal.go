@@ -1,0 +1,237 @@
+package coordination
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// freshness is the instant just before the write of the last committed grant
+// or renewal began, on the monotonic clock and on the Clock of the handle.
+type freshness struct {
+	mono   time.Time
+	millis int64
+}
+
+// ValidFor returns the local freshness of the lease: the lease duration minus
+// the time that passed since the instant just before the write of the last
+// committed grant or renewal began. It is never negative, and it is zero once
+// the leadership ended.
+//
+// With [SystemClock] the extent is measured on the monotonic clock of the
+// host, so a step of the wall clock does not move it; with any other Clock it
+// is measured on that clock. A [Leadership.Write] proves authority at its
+// commit but does not extend the lease, so it leaves ValidFor alone.
+//
+// A caller that acts outside the cluster, where no broker fences a deposed
+// leader, acts only while ValidFor exceeds a safety margin. A leader that was
+// paused past its lease then finds ValidFor at zero on waking, and it waits
+// for a renewal to commit, which fails with [ErrFenced] if a successor took
+// the role.
+func (l *Leadership) ValidFor() time.Duration {
+	l.mu.Lock()
+	ended := l.err != nil
+	l.mu.Unlock()
+	if ended {
+		return 0
+	}
+	return l.remaining()
+}
+
+// remaining is ValidFor without the check for the end of the leadership.
+func (l *Leadership) remaining() time.Duration {
+	l.mu.Lock()
+	fresh := l.fresh
+	l.mu.Unlock()
+	var elapsed time.Duration
+	if l.monotonic {
+		elapsed = time.Since(fresh.mono)
+	} else {
+		elapsed = millisBetween(fresh.millis, l.clock.NowMillis())
+	}
+	if elapsed < 0 || elapsed >= l.config.duration {
+		return 0
+	}
+	return l.config.duration - elapsed
+}
+
+// Renew writes a fresh lease record under the same epoch. The background
+// loop calls it at every renew interval, and a caller that drives its own
+// schedule calls it too.
+//
+// A renewal that the broker fences ends the leadership. Renew then returns an
+// error that wraps [ErrFenced], and [Leadership.Done] closes. A renewal whose
+// outcome is unknown ends the leadership the same way, with an error that
+// wraps [ErrOutcomeUnknown]. Any other failure leaves the leadership holding,
+// and the caller may try again. After the leadership ended, Renew returns an
+// error that wraps [ErrNotHeld] and writes nothing.
+//
+// When the transport implements [GuardedWriter], the renewal is a guarded
+// write of the one lease record, so the token follows an epoch that the
+// coordinator bumps on every commit. The lease record carries the token of
+// the transaction that writes it.
+func (l *Leadership) Renew(ctx context.Context) error {
+	if err := l.acquireSlot(ctx); err != nil {
+		return fmt.Errorf("coordination: renew lease of role %s: %w", l.role, err)
+	}
+	defer l.releaseSlot()
+	return l.renewLocked(ctx)
+}
+
+// renewLocked writes one renewal. The caller holds the write slot.
+func (l *Leadership) renewLocked(ctx context.Context) error {
+	l.mu.Lock()
+	if l.err != nil {
+		l.mu.Unlock()
+		return l.notHeld("renew")
+	}
+	token := l.token
+	l.mu.Unlock()
+
+	start := time.Now()
+	now := l.clock.NowMillis()
+	lease := l.config.Grant(l.member, token, now)
+	next, err := l.writeLeaseRecord(ctx, token, EncodeLease(lease))
+	if err != nil {
+		err = fmt.Errorf("coordination: renew lease of role %s as %s under token %s: %w", l.role, l.member, token, err)
+		if endsLeadership(err) {
+			l.end(err)
+		}
+		return err
+	}
+	l.mu.Lock()
+	l.lease = lease
+	l.token = laterToken(token, next)
+	l.fresh = freshness{mono: start, millis: now}
+	l.mu.Unlock()
+	return nil
+}
+
+// Resign gives the role up. It stops the renewal loop and writes a tombstone
+// on the lease key, so the first standby challenges at once instead of at the
+// deadline. It ends the leadership, whatever the write does.
+//
+// Resign takes no epoch back. The member keeps the epoch it minted until
+// another member mints a newer one, and the broker still accepts a write of
+// the resigned member until then. A caller that resigns stops its own guarded
+// writes.
+//
+// The leadership ends first: [Leadership.Err] wraps [ErrNotHeld] and
+// [Leadership.Done] closes before any write, and Resign waits for the renewal
+// goroutine to exit. The tombstone of the lease is bounded by ctx and by the
+// lease deadline, because a standby challenges at the deadline anyway, so a
+// lease that already expired gets no tombstone. Resign then writes a
+// tombstone on the registration of the member, bounded by ctx and by the poll
+// interval (a second at least): the member leaves the roster, so the first
+// standby takes rank 0 and challenges at once. A member that competes again
+// registers again, at the tail of the roster.
+//
+// Resign returns the errors of the two writes, and an error that wraps
+// ErrNotHeld when the leadership had already ended.
+func (l *Leadership) Resign(ctx context.Context) error {
+	if ctx == nil {
+		return errNilContext
+	}
+	if !l.end(fmt.Errorf("coordination: member %s resigned role %s: %w", l.member, l.role, ErrNotHeld)) {
+		return l.notHeld("resign")
+	}
+	select {
+	case <-l.done:
+	case <-ctx.Done():
+		return fmt.Errorf("coordination: resign role %s: %w", l.role, ctx.Err())
+	}
+	var errs []error
+	if remaining := l.remaining(); remaining > 0 {
+		if err := l.clearLease(ctx, remaining); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	registerCtx, cancel := context.WithTimeout(ctx, max(l.poll, time.Second))
+	defer cancel()
+	if err := l.transport.Append(registerCtx, l.partition, l.regKey, nil); err != nil {
+		errs = append(errs, fmt.Errorf("coordination: deregister %s from role %s: %w", l.member, l.role, err))
+	}
+	return errors.Join(errs...)
+}
+
+// clearLease writes the tombstone of the lease, bounded by the extent left.
+func (l *Leadership) clearLease(ctx context.Context, remaining time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, remaining)
+	defer cancel()
+	if err := l.acquireSlot(ctx); err != nil {
+		return fmt.Errorf("coordination: clear lease of role %s: %w", l.role, err)
+	}
+	defer l.releaseSlot()
+	token := l.Token()
+	next, err := l.writeLeaseRecord(ctx, token, nil)
+	if err != nil {
+		return fmt.Errorf("coordination: clear lease of role %s under token %s: %w", l.role, token, err)
+	}
+	l.mu.Lock()
+	l.token = laterToken(token, next)
+	l.mu.Unlock()
+	return nil
+}
+
+// writeLeaseRecord writes one record on the lease key, a lease or a
+// tombstone, and returns the token the coordinator holds after the commit.
+func (l *Leadership) writeLeaseRecord(ctx context.Context, token FencingToken, value []byte) (FencingToken, error) {
+	if l.guarded != nil {
+		return l.guarded.WriteGuarded(ctx, l.role, token, []GuardedRecord{{
+			Partition: l.partition,
+			Key:       l.leaseKey,
+			Value:     value,
+		}})
+	}
+	if err := l.transport.WriteLease(ctx, l.partition, token, l.leaseKey, value); err != nil {
+		return token, err
+	}
+	return token, nil
+}
+
+// run is the renewal goroutine. It renews at the renew instant of the last
+// lease, retries a failed renewal within the poll interval, and closes done
+// when the leadership ends.
+func (l *Leadership) run(ctx context.Context) {
+	defer close(l.done)
+	retry := false
+	for {
+		wait := l.poll
+		if !retry {
+			wait = l.untilRenew()
+		}
+		select {
+		case <-l.stop:
+			return
+		case <-l.clock.After(wait):
+		}
+		select {
+		case <-l.stop:
+			return
+		default:
+		}
+		err := l.renewInBackground(ctx)
+		// A renewal that failed for another reason than the end of the
+		// leadership is retried within the poll interval.
+		retry = err != nil && !errors.Is(err, ErrNotHeld) && ctx.Err() == nil
+	}
+}
+
+// renewInBackground is one renewal of the loop, bounded by the lease
+// duration so a hung transport cannot hold the loop for ever.
+func (l *Leadership) renewInBackground(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, l.config.duration)
+	defer cancel()
+	if err := l.acquireSlot(ctx); err != nil {
+		return err
+	}
+	defer l.releaseSlot()
+	return l.renewLocked(ctx)
+}
+
+// untilRenew returns the extent until the renew instant of the last lease.
+func (l *Leadership) untilRenew() time.Duration {
+	lease := l.Lease()
+	return millisBetween(l.clock.NowMillis(), l.config.Timing(lease).RenewAt())
+}
