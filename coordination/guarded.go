@@ -8,22 +8,40 @@ import (
 
 // Header is one header of a record of a guarded write.
 type Header struct {
-	Key   string
+	// Key is the name of the header.
+	Key string
+
+	// Value is the value of the header.
 	Value []byte
 }
 
 // GuardedRecord is one record of a guarded write. The record goes to the
 // partition it names; the writer applies no partitioner of its own.
 type GuardedRecord struct {
+	// Partition is the partition the record goes to. A record of a role
+	// pins the partition with [RolePartition].
 	Partition TopicPartition
-	Key       []byte
-	Value     []byte
-	Headers   []Header
+
+	// Key is the record key.
+	Key []byte
+
+	// Value is the record value. A nil value writes a tombstone.
+	Value []byte
+
+	// Headers are the record headers, in order.
+	Headers []Header
 }
 
 // GuardedWriter is an optional interface of a [Transport]. It writes several
 // records, possibly on several topics, in one transaction under the epoch of a
 // role. [Leadership.Write] needs it; [KafkaTransport] implements it.
+//
+// When the transport implements it, a [Leadership] writes its own lease
+// records through it too: every renewal and the tombstone of
+// [Leadership.Resign] is a guarded write of one record, so the token of the
+// leadership follows the token that each commit reports. Without it, the
+// leadership writes them with [LeaseWriter.WriteLease], and the token stays
+// the one that [Coordinator.AcquireEpoch] minted.
 type GuardedWriter interface {
 	// WriteGuarded writes the records in one transaction of the producer that
 	// minted token, and commits them. It returns the token that the
