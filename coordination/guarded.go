@@ -82,6 +82,9 @@ func (l *Leadership) Write(ctx context.Context, build func(token FencingToken) (
 	if build == nil {
 		return NoEpoch, errors.New("coordination: guarded write with a nil build function")
 	}
+	if l.writeSlot == nil {
+		return NoEpoch, errZeroLeadership
+	}
 	if l.guarded == nil {
 		return NoEpoch, fmt.Errorf("coordination: guarded write to role %s: transport %T implements no GuardedWriter: %w", l.role, l.transport, errors.ErrUnsupported)
 	}

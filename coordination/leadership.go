@@ -209,7 +209,7 @@ func (l *Leadership) Err() error {
 func (l *Leadership) end(err error) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.err != nil {
+	if l.err != nil || l.stop == nil {
 		return false
 	}
 	l.err = err
@@ -230,6 +230,9 @@ func (l *Leadership) acquireSlot(ctx context.Context) error {
 	if ctx == nil {
 		return errNilContext
 	}
+	if l.writeSlot == nil {
+		return errZeroLeadership
+	}
 	select {
 	case l.writeSlot <- struct{}{}:
 		return nil
@@ -243,3 +246,7 @@ func (l *Leadership) releaseSlot() { <-l.writeSlot }
 
 // errNilContext is the error of a blocking call that got a nil context.
 var errNilContext = errors.New("coordination: context is nil")
+
+// errZeroLeadership is the error of a call on a Leadership that
+// AcquireLeadership did not build.
+var errZeroLeadership = fmt.Errorf("coordination: the Leadership was not built by AcquireLeadership: %w", ErrNotHeld)

@@ -376,3 +376,35 @@ func TestStandbyWaiterFaults(t *testing.T) {
 		})
 	}
 }
+
+// TestZeroLeadership: a Leadership that AcquireLeadership did not build
+// answers every call with an error, and panics on none.
+func TestZeroLeadership(t *testing.T) {
+	var l Leadership
+	ctx := context.Background()
+	if err := l.Renew(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("Renew: %v", err)
+	}
+	if err := l.Resign(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("Resign: %v", err)
+	}
+	if _, err := l.Write(ctx, func(FencingToken) ([]GuardedRecord, error) { return nil, nil }); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("Write: %v", err)
+	}
+	if l.ValidFor() != 0 || l.Err() != nil || l.Token() != (FencingToken{}) {
+		t.Error("accessors of the zero Leadership")
+	}
+}
+
+func TestNilContexts(t *testing.T) {
+	transport := newMemCluster(t).transport()
+	role := mustRole(t, "controller")
+	//lint:ignore SA1012 a nil context is bad input that must not panic
+	if _, err := DescribeRoleState(nil, transport, role); err == nil {
+		t.Error("DescribeRoleState with a nil context")
+	}
+	//lint:ignore SA1012 a nil context is bad input that must not panic
+	if _, err := DescribeLeadership(nil, transport, role); err == nil {
+		t.Error("DescribeLeadership with a nil context")
+	}
+}

@@ -31,7 +31,7 @@ type freshness struct {
 // the role.
 func (l *Leadership) ValidFor() time.Duration {
 	l.mu.Lock()
-	ended := l.err != nil
+	ended := l.err != nil || l.done == nil
 	l.mu.Unlock()
 	if ended {
 		return 0
@@ -132,6 +132,9 @@ func (l *Leadership) renewLocked(ctx context.Context) error {
 func (l *Leadership) Resign(ctx context.Context) error {
 	if ctx == nil {
 		return errNilContext
+	}
+	if l.done == nil {
+		return errZeroLeadership
 	}
 	if !l.end(fmt.Errorf("coordination: member %s resigned role %s: %w", l.member, l.role, ErrNotHeld)) {
 		return l.notHeld("resign")

@@ -220,6 +220,9 @@ func BuildRoleState(role Role, records []StateRecord) (RoleState, error) {
 // roster and the lease of that role. A tool that reports the state of a
 // cluster calls it, and it takes no epoch.
 func DescribeRoleState(ctx context.Context, reader StateReader, role Role, options ...Option) (RoleState, error) {
+	if ctx == nil {
+		return RoleState{}, errNilContext
+	}
 	if reader == nil {
 		return RoleState{}, errors.New("coordination: state reader is nil")
 	}

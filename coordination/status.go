@@ -41,6 +41,9 @@ func (s LeadershipStatus) String() string {
 // joins no group, and it takes no epoch, so any process makes it. This is the
 // third-party check of the authority of a writer.
 func DescribeLeadership(ctx context.Context, coordinator Coordinator, role Role) (LeadershipStatus, error) {
+	if ctx == nil {
+		return LeadershipStatus{}, errNilContext
+	}
 	if coordinator == nil {
 		return LeadershipStatus{}, errors.New("coordination: coordinator is nil")
 	}
