@@ -161,7 +161,8 @@
 // connection that the unit closed, or on which stray bytes wait, is replaced
 // before the next request, so a unit that drops idle connections does not
 // turn the next command into one in doubt. An RTU bus keeps the line silent
-// for 3.5 character times between frames.
+// for 3.5 character times between frames, and a serial port that fails (an
+// unplugged USB adapter) is closed and opened again at the next transaction.
 //
 // # Redispatch
 //

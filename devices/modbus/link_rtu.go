@@ -20,6 +20,10 @@ const (
 // port cannot be woken from another goroutine.
 const rtuPoll = 20 * time.Millisecond
 
+// errHangup is returned when a read of a readable port returns nothing: the
+// other end hung up.
+var errHangup = errors.New("modbus: the serial port hung up")
+
 // rtuLink is one serial port, opened on first use and shared by the units
 // on its line.
 type rtuLink struct {
@@ -34,8 +38,9 @@ type rtuLink struct {
 	cur  *txn
 
 	// Only the transaction that holds the bus touches these.
-	dirty bool      // stray bytes may wait on the line: drain before writing
-	last  time.Time // when the last frame ended
+	dirty  bool      // stray bytes may wait on the line: drain before writing
+	broken bool      // the port failed (a USB adapter unplugged): reopen it
+	last   time.Time // when the last frame ended
 }
 
 func newRTULink(s Serial) *rtuLink {
@@ -74,8 +79,13 @@ func (l *rtuLink) begin(tx *txn) {
 
 func (l *rtuLink) end(reset bool) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.cur = nil
-	l.mu.Unlock()
+	if l.broken {
+		_ = l.closeLocked()
+		l.broken, l.dirty = false, false
+		return
+	}
 	if reset {
 		l.dirty = true
 	}
@@ -101,6 +111,10 @@ func (l *rtuLink) interrupt(*txn) {}
 func (l *rtuLink) close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.closeLocked()
+}
+
+func (l *rtuLink) closeLocked() error {
 	if l.port == nil {
 		return nil
 	}
@@ -136,6 +150,7 @@ func (l *rtuLink) Send(adu []byte) ([]byte, error) {
 		tx.sent = true
 	}
 	if err != nil {
+		l.broken = true
 		return nil, err
 	}
 	defer func() { l.last = time.Now() }()
@@ -153,7 +168,11 @@ func (l *rtuLink) Send(adu []byte) ([]byte, error) {
 		if errors.Is(err, serial.ErrTimeout) {
 			continue
 		}
+		if err == nil && n == 0 {
+			err = errHangup
+		}
 		if err != nil {
+			l.broken = true
 			return nil, err
 		}
 		got += n
@@ -197,11 +216,15 @@ func (l *rtuLink) drain(port serial.Port, tx *txn, deadline time.Time) error {
 			return errors.New("modbus: the line did not go quiet")
 		}
 		n, err := port.Read(buf[:])
-		if errors.Is(err, serial.ErrTimeout) || (err == nil && n == 0) {
+		if errors.Is(err, serial.ErrTimeout) {
 			l.dirty = false
 			return nil
 		}
+		if err == nil && n == 0 {
+			err = errHangup
+		}
 		if err != nil {
+			l.broken = true
 			return err
 		}
 	}

@@ -25,18 +25,21 @@ const rtuBaud = 115200
 // end and returns the other end's path.
 func startRTU(t *testing.T) (*modbussim.Sim, string) {
 	t.Helper()
-	client, server := ptypair.Open(t)
+	pair := ptypair.Open(t)
 	sim := modbussim.New()
-	srv, err := sim.ServeRTU(serial.Config{Address: server, BaudRate: rtuBaud, DataBits: 8, Parity: "E", StopBits: 1})
+	serveRTU(t, sim, pair.B)
+	return sim, pair.A
+}
+
+// serveRTU answers for sim on the serial port at path until the test ends.
+func serveRTU(t *testing.T, sim *modbussim.Sim, path string) *modbussim.RTUServer {
+	t.Helper()
+	srv, err := sim.ServeRTU(serial.Config{Address: path, BaudRate: rtuBaud, DataBits: 8, Parity: "E", StopBits: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := srv.Close(); err != nil {
-			t.Errorf("close the RTU responder: %v", err)
-		}
-	})
-	return sim, client
+	t.Cleanup(func() { _ = srv.Close() })
+	return srv
 }
 
 func rtuConfig(device string, unit int) modbus.Config {
@@ -200,5 +203,37 @@ func TestRTUUnitsShareTheLine(t *testing.T) {
 	var ce *modbus.ConfigError
 	if _, err := modbus.New(cfg, modbus.WithPool(pool)); !errors.As(err, &ce) {
 		t.Errorf("conflicting line settings: %v, want a *ConfigError", err)
+	}
+}
+
+// A serial adapter that is unplugged and plugged in again: the dispatch in
+// between fails, and the device reopens the port for the next one.
+func TestRTUPortReopenedAfterHangup(t *testing.T) {
+	pair := ptypair.Open(t)
+	sim := modbussim.New()
+	srv := serveRTU(t, sim, pair.B)
+	cfg := rtuConfig(pair.A, 1)
+	cfg.Timeout = 300 * time.Millisecond
+	d := newDevice(t, cfg)
+	cmd := command(modbus.WriteRegister, modbus.RegisterValue{Address: 1, Value: 1})
+	if _, err := d.Dispatch(context.Background(), cmd, token(t, 1, 0)); err != nil {
+		t.Fatal(err)
+	}
+
+	_ = srv.Close()
+	pair.Stop()
+	_, err := d.Dispatch(context.Background(), cmd, token(t, 1, 0))
+	if !dispatch.IsRetryable(err) {
+		t.Fatalf("dispatch over an unplugged line: %v (%s), want retryable: the write cannot leave", err, class(err))
+	}
+
+	pair.Restart(t)
+	serveRTU(t, sim, pair.B)
+	cmd = command(modbus.WriteRegister, modbus.RegisterValue{Address: 1, Value: 2})
+	if _, err = d.Dispatch(context.Background(), cmd, token(t, 1, 0)); err != nil {
+		t.Fatalf("after the line came back: %v (%s)", err, class(err))
+	}
+	if got := sim.HoldingRegisters(1, 1, 1)[0]; got != 2 {
+		t.Errorf("register = %d, want 2", got)
 	}
 }
