@@ -48,6 +48,14 @@
 // the Device then reports, as a [dispatch.Redispatcher], that a new leader
 // may dispatch a pending command again after a failover.
 //
+// # Broker settings
+//
+// With a reply topic, give Mosquitto "set_tcp_nodelay true". Without it
+// the reply, written to the dispatcher's connection right after the PUBACK
+// of the command, waits about 40 ms for the dispatcher's delayed TCP
+// acknowledgement (Nagle's algorithm): a round trip of 0.3 ms on loopback
+// becomes 44 ms.
+//
 // # Configuration
 //
 // The dispatcher loads a [Config] from YAML:

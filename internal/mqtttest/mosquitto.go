@@ -44,7 +44,7 @@ func NewMosquitto(t testing.TB, bin string) *Mosquitto {
 	if u, err := user.Current(); err == nil {
 		runAs = u.Username
 	}
-	conf := fmt.Sprintf("user %s\npersistence false\nlog_dest stderr\nlog_type error\nlog_type warning\n"+
+	conf := fmt.Sprintf("user %s\npersistence false\nset_tcp_nodelay true\nlog_dest stderr\nlog_type error\nlog_type warning\n"+
 		"listener %s 127.0.0.1\nallow_anonymous true\n", runAs, port)
 	if err := os.WriteFile(m.conf, []byte(conf), 0o600); err != nil {
 		t.Fatalf("mqtttest: write mosquitto config: %v", err)
