@@ -1,0 +1,64 @@
+package modbus_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/devices/modbus"
+	"github.com/krabka-io/krabka-dispatch/dispatch"
+	"github.com/krabka-io/krabka-dispatch/internal/modbussim"
+)
+
+// A valve PLC with fence registers, driven through a simulator on loopback.
+func Example() {
+	sim := modbussim.New()
+	srv, err := sim.ListenTCP("")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer srv.Close()
+
+	pool := modbus.NewPool()
+	valve, err := modbus.New(modbus.Config{
+		Transport: modbus.TCP,
+		Address:   srv.Addr(),
+		Unit:      3,
+		Fence:     &modbus.Fence{Address: 900},
+		Actions: map[modbus.Action]modbus.ActionConfig{
+			modbus.WriteRegister: {Verify: true},
+		},
+	}, modbus.WithPool(pool))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer valve.Close()
+
+	token, _ := coordination.NewFencingToken(4711, 2)
+	res, err := valve.Dispatch(context.Background(), dispatch.Command{
+		ID:      "open-valve-1",
+		Action:  "write-register",
+		Payload: []byte(`{"address": 10, "value": 1}`),
+	}, token)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(res.Detail)
+	fmt.Println(string(res.Data))
+	fmt.Println("fence registers:", sim.HoldingRegisters(3, 900, modbus.FenceRegisterCount))
+
+	_, err = valve.Dispatch(context.Background(), dispatch.Command{
+		ID:      "open-valve-2",
+		Action:  "write-register",
+		Payload: []byte(`{"address": 10, "value": 70000}`),
+	}, token)
+	fmt.Println("rejected:", dispatch.IsRejected(err))
+	// Output:
+	// wrote 1 register at 10, read back equal
+	// {"address":10,"values":[1]}
+	// fence registers: [0 0 0 4711 2]
+	// rejected: true
+}
