@@ -35,8 +35,11 @@ const (
 	WriteCoils Action = "write-coils"
 )
 
-// Actions lists every action this package knows, in documentation order.
-var actions = []Action{WriteRegister, WriteRegisters, WriteCoil, WriteCoils}
+// knownActions lists every action this package knows, in documentation
+// order.
+func knownActions() []Action {
+	return []Action{WriteRegister, WriteRegisters, WriteCoil, WriteCoils}
+}
 
 // Defaults of a [Config]; a zero field takes its default.
 const (
@@ -260,7 +263,7 @@ func (s Serial) withDefaults() Serial {
 }
 
 func knownAction(a Action) bool {
-	for _, k := range actions {
+	for _, k := range knownActions() {
 		if a == k {
 			return true
 		}
@@ -269,9 +272,9 @@ func knownAction(a Action) bool {
 }
 
 func actionList() string {
-	names := make([]string, len(actions))
-	for i, a := range actions {
-		names[i] = string(a)
+	var names []string
+	for _, a := range knownActions() {
+		names = append(names, string(a))
 	}
 	return strings.Join(names, ", ")
 }

@@ -35,7 +35,8 @@ type TCPServer struct {
 // ListenTCP starts a Modbus TCP server for s on addr, or on a free port of
 // 127.0.0.1 when addr is empty. Passing the address of a closed server
 // restarts it in place. The library's server runs an accept goroutine and
-// one goroutine per connection; Close stops them.
+// one goroutine per connection; Close makes them end, and they exit as their
+// listener and sockets close (the library does not wait for them).
 func (s *Sim) ListenTCP(addr string) (*TCPServer, error) {
 	var lastErr error
 	for range 5 {
