@@ -122,8 +122,9 @@ func checkTopic(topic string) error {
 
 // WithPartitions sets the partition count of the coordination topic; the
 // default is [DefaultPartitions]. Every member of a cluster passes the count
-// that the cluster created the topic with, because the count picks the
-// partition of a role. It rejects a count below one.
+// that the cluster created the topic with (the topic's num.partitions),
+// because the count picks the partition of a role. It rejects a count below
+// one.
 func WithPartitions(partitions int) Option {
 	return func(s *settings) error {
 		if partitions < 1 {
@@ -138,7 +139,9 @@ func WithPartitions(partitions int) Option {
 // topic while a member waits; the default is [DefaultPollInterval]. A shorter
 // gap finds a resigned holder sooner and costs more fetches. The interval also
 // bounds the retry of a renewal that failed for a reason other than a fence.
-// It rejects an interval at or below zero.
+// A transport that implements [PartitionWaiter] ends a wait early when a
+// record commits, so the interval then bounds only the wait for a change of
+// the clock. It rejects an interval at or below zero.
 func WithPollInterval(interval time.Duration) Option {
 	return func(s *settings) error {
 		if interval <= 0 {
@@ -163,10 +166,11 @@ func WithClock(clock Clock) Option {
 }
 
 // WithLeaseDuration sets the extent of a lease; the default is
-// [DefaultLeaseDuration]. A transport passes the same extent to the
-// transaction coordinator as transaction.timeout.ms, so the coordinator
-// aborts the open transaction of a dead holder. It rejects an extent at or
-// below zero; the call rejects a duration at or below the renew interval.
+// [DefaultLeaseDuration]. A lease record counts it in whole milliseconds. A
+// transport passes the same extent to the transaction coordinator as
+// transaction.timeout.ms, so the coordinator aborts the open transaction of a
+// dead holder. It rejects an extent at or below zero; the call rejects a
+// duration at or below the renew interval.
 func WithLeaseDuration(duration time.Duration) Option {
 	return func(s *settings) error {
 		if duration <= 0 {
