@@ -63,3 +63,15 @@ func TestUsageErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestDemoCommand runs `dispatcher demo` as a user does and wants exit 0 and
+// the closing line.
+func TestDemoCommand(t *testing.T) {
+	code, out, errOut := runCLI(t, context.Background(), "demo", "--commands", "4")
+	if code != int(ExitOK) {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "demo complete: 4 commands succeeded") {
+		t.Fatalf("no closing line:\n%s", out)
+	}
+}

@@ -1,16 +1,248 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/dispatch"
+	"github.com/krabka-io/krabka-dispatch/internal/config"
+	"github.com/krabka-io/krabka-dispatch/internal/httpapi"
+	"github.com/krabka-io/krabka-dispatch/internal/member"
 )
+
+// HTTPShutdownTimeout bounds the graceful stop of the HTTP server.
+const HTTPShutdownTimeout = 5 * time.Second
+
+// RunOptions are the flags of `dispatcher run`.
+type RunOptions struct {
+	ConfigFile string
+	LogFormat  string
+	LogLevel   string
+
+	Streams
+
+	cfg    *config.Config
+	logger *slog.Logger
+	// serving, when set, receives the HTTP address once the server listens.
+	serving func(addr string)
+}
 
 // NewRunCommand builds `dispatcher run`.
 func NewRunCommand(streams Streams) *cobra.Command {
-	return &cobra.Command{
-		Use:   "run",
-		Short: "run",
-		RunE:  func(*cobra.Command, []string) error { return errors.New("run: not built yet") },
+	o := &RunOptions{Streams: streams, LogFormat: "text", LogLevel: "info"}
+	cmd := &cobra.Command{
+		Use:   "run -c dispatcher.yaml",
+		Short: "Run one member of a role: compete for it, and dispatch while leading",
+		Long: `run is one member of a role. It registers, waits for its turn, and when it
+leads, records every command in the command log under its fencing token and
+only then drives the device. A standby answers API writes with a redirect to
+the leader. SIGTERM or SIGINT stops intake, lets in-flight commands finish
+for dispatch.shutdown_timeout, cancels what is left, resigns so a standby
+takes over at once, and exits 0.
+
+The HTTP server (http.listen) serves the API, the status page at /, the
+health endpoints /livez, /readyz and /leaderz, and Prometheus /metrics.
+OpenTelemetry reads the standard OTEL_* variables; traces are exported when
+OTEL_EXPORTER_OTLP_ENDPOINT is set.`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Complete(); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
 	}
+	cmd.Flags().StringVarP(&o.ConfigFile, "config", "c", "", "configuration file (required)")
+	cmd.Flags().StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format: text or json")
+	cmd.Flags().StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level: debug, info, warn or error")
+	return cmd
+}
+
+// Complete loads the configuration and builds the logger.
+func (o *RunOptions) Complete() error {
+	if o.ConfigFile == "" {
+		return usageErrorf("--config is required")
+	}
+	cfg, err := config.Load(o.ConfigFile)
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
+	o.cfg = cfg
+	logger, err := newLogger(o.Err, o.LogFormat, o.LogLevel)
+	if err != nil {
+		return err
+	}
+	o.logger = logger
+	return nil
+}
+
+// Validate has nothing to add to the configuration's validation.
+func (o *RunOptions) Validate() error { return nil }
+
+// Run runs the member until ctx ends.
+func (o *RunOptions) Run(ctx context.Context) error {
+	cfg := o.cfg
+	logger := o.logger.With("role", cfg.Role, "member", cfg.Member)
+	role, _ := coordination.NewRole(cfg.Role)
+	memberID, _ := coordination.NewMemberID(cfg.Member)
+
+	tel, err := newTelemetry(ctx, cfg.Role, cfg.Member)
+	if err != nil {
+		return fmt.Errorf("telemetry: %w", err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), HTTPShutdownTimeout)
+		defer cancel()
+		_ = tel.Shutdown(sctx)
+	}()
+
+	kopts, err := cfg.Kafka.ClientOptions()
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
+	lease, err := coordination.NewLeaseConfig(cfg.Lease.Duration, cfg.Lease.RenewInterval, cfg.Lease.ChallengeStagger)
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
+	transport, err := coordination.NewKafkaTransportWithClientOptions(lease, kopts...)
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
+	defer transport.Close()
+	logReader, err := dispatch.NewKafkaLogReader(cfg.Kafka.Brokers, kopts...)
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
+	requests, err := dispatch.NewKafkaRequestSource(cfg.Kafka.Brokers, kopts...)
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
+	defer requests.Close()
+
+	registry, err := buildRegistry(cfg, logger)
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
+	defer func() {
+		if err := registry.Close(); err != nil {
+			logger.Warn("closing devices", "err", err)
+		}
+	}()
+
+	m, err := member.New(member.Config{
+		Transport:       transport,
+		Role:            role,
+		Member:          memberID,
+		Coordination:    coordinationOptions(cfg),
+		PollInterval:    cfg.Lease.PollInterval,
+		Registry:        registry,
+		Log:             logReader,
+		Dispatch:        dispatchOptions(cfg, requests, tel, logger),
+		Peers:           cfg.Members,
+		ShutdownTimeout: cfg.Dispatch.ShutdownTimeout,
+		Logger:          logger,
+	})
+	if err != nil {
+		return err
+	}
+
+	token, err := cfg.HTTP.ResolveToken()
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
+	stopHTTP, err := o.serveHTTP(cfg, httpapi.NewHandler(m, httpapi.Options{Token: token, Metrics: tel.metrics, Logger: logger}), logger)
+	if err != nil {
+		return err
+	}
+	defer stopHTTP()
+
+	logger.Info("member started", "brokers", cfg.Kafka.Brokers, "devices", registry.Names(), "lease", cfg.Lease.Duration)
+	if err := m.Run(ctx); err != nil {
+		return err
+	}
+	logger.Info("member stopped")
+	return nil
+}
+
+// serveHTTP starts the HTTP server unless it is off, and returns its stop.
+func (o *RunOptions) serveHTTP(cfg *config.Config, h http.Handler, logger *slog.Logger) (func(), error) {
+	if cfg.HTTP.Listen == config.HTTPOff {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
+	if err != nil {
+		return nil, withCode(ExitUsage, fmt.Errorf("http.listen %s: %w", cfg.HTTP.Listen, err))
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("http server", "err", err)
+		}
+	}()
+	addr := ln.Addr().String()
+	logger.Info("http listening", "url", "http://"+addr)
+	if o.serving != nil {
+		o.serving(addr)
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), HTTPShutdownTimeout)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	}, nil
+}
+
+// coordinationOptions returns the options of package coordination that a
+// configuration sets.
+func coordinationOptions(c *config.Config) []coordination.Option {
+	return []coordination.Option{
+		coordination.WithTopic(c.Topics.Coordination),
+		coordination.WithPartitions(c.Topics.CoordinationPartitions),
+		coordination.WithLeaseDuration(c.Lease.Duration),
+		coordination.WithRenewInterval(c.Lease.RenewInterval),
+		coordination.WithChallengeStagger(c.Lease.ChallengeStagger),
+		coordination.WithPollInterval(c.Lease.PollInterval),
+	}
+}
+
+// dispatchOptions returns the options of each dispatcher.
+func dispatchOptions(c *config.Config, requests dispatch.RequestSource, tel *telemetry, logger *slog.Logger) []dispatch.Option {
+	return []dispatch.Option{
+		dispatch.WithLogTopic(c.Topics.Log, c.Topics.Partitions),
+		dispatch.WithRequestsTopic(c.Topics.Requests, c.Topics.Partitions),
+		dispatch.WithRequestSource(requests),
+		dispatch.WithSafetyMargin(c.Dispatch.SafetyMargin),
+		dispatch.WithMeterProvider(tel.meters),
+		dispatch.WithTracerProvider(tel.tracers),
+		dispatch.WithLogger(logger),
+	}
+}
+
+// newLogger builds the process logger on w.
+func newLogger(w interface{ Write([]byte) (int, error) }, format, level string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, usageErrorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, usageErrorf("--log-format %q: want text or json", format)
 }

@@ -83,6 +83,9 @@ const (
 	EventDeposed
 	// EventResigned: the member gave the role up on shutdown.
 	EventResigned
+	// EventAbandoned: the member stopped while leading and could not
+	// resign (Err says why); the standbys wait for its lease to run out.
+	EventAbandoned
 )
 
 // String names the kind.
@@ -94,6 +97,8 @@ func (k EventKind) String() string {
 		return "deposed"
 	case EventResigned:
 		return "resigned"
+	case EventAbandoned:
+		return "abandoned"
 	}
 	return fmt.Sprintf("EventKind(%d)", int(k))
 }
@@ -190,7 +195,7 @@ func (m *Member) Run(ctx context.Context) error {
 func (m *Member) lead(ctx context.Context, l *coordination.Leadership) error {
 	d, err := dispatch.NewDispatcher(l, m.cfg.Registry, m.cfg.Log, m.cfg.Dispatch...)
 	if err != nil {
-		m.resign(l)
+		_ = m.resign(l)
 		return fmt.Errorf("member: %w", err)
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -211,7 +216,7 @@ func (m *Member) lead(ctx context.Context, l *coordination.Leadership) error {
 		if cause == nil {
 			// The dispatcher stopped on its own: give the role to a standby.
 			cause = err
-			m.resign(l)
+			_ = m.resign(l)
 		}
 		m.log.Warn("the leadership ended", "cause", cause)
 		m.emit(Event{Kind: EventDeposed, Token: l.Token(), Err: cause})
@@ -227,7 +232,10 @@ func (m *Member) lead(ctx context.Context, l *coordination.Leadership) error {
 	<-done
 	m.clear()
 	m.submits.Wait()
-	m.resign(l)
+	if err := m.resign(l); err != nil {
+		m.emit(Event{Kind: EventAbandoned, Token: l.Token(), Err: err})
+		return nil
+	}
 	m.log.Info("resigned the role", "token", l.Token().String())
 	m.emit(Event{Kind: EventResigned, Token: l.Token()})
 	return nil
@@ -259,12 +267,16 @@ func (m *Member) clear() {
 	m.mu.Unlock()
 }
 
-func (m *Member) resign(l *coordination.Leadership) {
+// resign gives the role up, bounded by DefaultResignTimeout, and reports a
+// resignation that did not reach the cluster.
+func (m *Member) resign(l *coordination.Leadership) error {
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultResignTimeout)
 	defer cancel()
 	if err := l.Resign(ctx); err != nil && !errors.Is(err, coordination.ErrNotHeld) {
 		m.log.Warn("resign failed; the standbys wait for the lease to run out", "err", err)
+		return err
 	}
+	return nil
 }
 
 func (m *Member) emit(e Event) {

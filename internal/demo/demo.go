@@ -1,0 +1,526 @@
+// Package demo is `dispatcher demo`: a whole system in one process, with
+// nothing but Go. It runs franz-go's kfake cluster, an MQTT broker (mochi)
+// with a valve's firmware that fences by token, a Modbus unit (the
+// simulator of internal/modbussim), and three members of one role. It sends
+// commands through a standby's HTTP API (redirected to the leader), cuts
+// the leader off the cluster, sends more commands through the requests
+// topic while the role fails over, lets the deposed leader's late MQTT
+// write bounce off the firmware's fence, and verifies the command log.
+//
+// kfake does not fence like Kafka (see DESIGN.md section 7): the demo shows
+// the mechanism and its timeline, and the fencing claims rest on the tests
+// against a real cluster.
+package demo
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/devices/mqtt"
+	"github.com/krabka-io/krabka-dispatch/dispatch"
+	"github.com/krabka-io/krabka-dispatch/internal/httpapi"
+	"github.com/krabka-io/krabka-dispatch/internal/member"
+)
+
+// Role is the role the demo's members compete for.
+const Role = "controller"
+
+// Defaults of Options. The lease is short so the failover fits in seconds.
+const (
+	DefaultCommands         = 8
+	DefaultLeaseDuration    = 2 * time.Second
+	DefaultRenewInterval    = 500 * time.Millisecond
+	DefaultChallengeStagger = 500 * time.Millisecond
+	DefaultPollInterval     = 100 * time.Millisecond
+	// DefaultStepTimeout bounds each step of the story.
+	DefaultStepTimeout = 20 * time.Second
+)
+
+// Options configure a run of the demo.
+type Options struct {
+	// Out receives the timeline. Required.
+	Out io.Writer
+	// Commands is the number of commands, half before the failover and half
+	// during it; DefaultCommands when zero.
+	Commands int
+	// Lease timings; the defaults when zero.
+	LeaseDuration    time.Duration
+	RenewInterval    time.Duration
+	ChallengeStagger time.Duration
+	PollInterval     time.Duration
+	// Hold keeps the surviving members and their status pages up this long
+	// after the audit (until ctx ends, when negative).
+	Hold time.Duration
+	// Logger receives the members' logs; nil discards them.
+	Logger *slog.Logger
+	// OnServing, when set, is called with each member's status page URL
+	// once all three serve, and again with the holder's after the failover.
+	OnServing func(member, url string)
+}
+
+// Report is what a run of the demo found.
+type Report struct {
+	// Leaders lists the elections in order: member and token.
+	Leaders []Election
+	// Failover is the time from the leader's crash to the next election.
+	Failover time.Duration
+	// Succeeded counts the commands that succeeded, of Submitted.
+	Submitted, Succeeded int
+	// Refused counts the commands the valve's firmware refused for a stale
+	// token; the demo's late write makes it one.
+	Refused int64
+	// Records is the length of the role's command log; Violations what
+	// dispatch.Verify found in it.
+	Records    int
+	Violations []dispatch.Violation
+}
+
+// Election is one leadership the demo saw begin.
+type Election struct {
+	Member string
+	Token  coordination.FencingToken
+	At     time.Time
+}
+
+// ErrAuditFailed reports a demo whose log did not verify, or whose commands
+// did not all succeed.
+var ErrAuditFailed = errors.New("demo: the audit failed")
+
+func (o *Options) complete() error {
+	if o.Out == nil {
+		return errors.New("demo: Options.Out is nil")
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if o.Commands <= 0 {
+		o.Commands = DefaultCommands
+	}
+	def(&o.LeaseDuration, DefaultLeaseDuration)
+	def(&o.RenewInterval, DefaultRenewInterval)
+	def(&o.ChallengeStagger, DefaultChallengeStagger)
+	def(&o.PollInterval, DefaultPollInterval)
+	return nil
+}
+
+// Run runs the demo and prints its timeline. It returns the report, and an
+// error wrapping ErrAuditFailed when the log does not verify or a command
+// did not succeed. Everything it starts is stopped before it returns.
+func Run(ctx context.Context, opts Options) (Report, error) {
+	if err := opts.complete(); err != nil {
+		return Report{}, err
+	}
+	r := &run{opts: opts, tl: newTimeline(opts.Out), elected: make(chan member.Event, 16)}
+	defer r.shutdown()
+	err := r.story(ctx)
+	return r.report, err
+}
+
+type run struct {
+	opts    Options
+	tl      *timeline
+	world   *world
+	nodes   []*node
+	byURL   map[string]string
+	elected chan member.Event
+	report  Report
+	dir     string
+}
+
+func (r *run) onEvent(e member.Event) {
+	switch e.Kind {
+	case member.EventElected:
+		r.tl.print(e.Member, "ELECTED: leads %s with fencing token %s", Role, e.Token)
+		r.elected <- e
+	case member.EventDeposed:
+		r.tl.print(e.Member, "leadership ended: %v", e.Err)
+	case member.EventResigned:
+		r.tl.print(e.Member, "resigned the role (token %s): a standby takes over at once", e.Token)
+	case member.EventAbandoned:
+		r.tl.print(e.Member, "stopped without resigning: it cannot reach the cluster")
+	}
+}
+
+func (r *run) story(ctx context.Context) error {
+	o := r.opts
+	r.tl.text("krabka-dispatch demo: three members of role %q elect a leader through Kafka's transaction\n", Role)
+	r.tl.text("coordinator; the leader logs each command under its fencing token before it drives a device.\n")
+	r.tl.text("lease %v, renewed every %v, challenge stagger %v\n", o.LeaseDuration, o.RenewInterval, o.ChallengeStagger)
+
+	r.tl.section("Starting the cluster, the devices and three members")
+	dir, err := os.MkdirTemp("", "dispatcher-demo-")
+	if err != nil {
+		return err
+	}
+	r.dir = dir
+	r.world, err = startWorld(ctx, r.tl, dir)
+	if err != nil {
+		return err
+	}
+	peers := map[string]string{}
+	r.byURL = map[string]string{}
+	for _, id := range []string{"node-1", "node-2", "node-3"} {
+		n, err := newNode(id)
+		if err != nil {
+			return err
+		}
+		r.nodes = append(r.nodes, n)
+		peers[id] = n.url
+		r.byURL[strings.TrimPrefix(n.url, "http://")] = id
+	}
+	for _, n := range r.nodes {
+		if err := n.build(&o, r.world, r.tl, peers, r.onEvent); err != nil {
+			return fmt.Errorf("demo: %s: %w", n.id, err)
+		}
+	}
+	// node-1 registers first, so it takes rank 0 and leads; the others
+	// register behind it and take the next ranks.
+	r.nodes[0].start(ctx)
+	r.tl.print(r.nodes[0].id, "registered; status page %s/", r.nodes[0].url)
+	first, err := r.waitElected(ctx)
+	if err != nil {
+		return err
+	}
+	for i, n := range r.nodes[1:] {
+		n.start(ctx)
+		r.tl.print(n.id, "registered; status page %s/", n.url)
+		if err := r.waitRoster(ctx, i+2); err != nil {
+			return err
+		}
+	}
+	r.printRoster(r.nodes[1])
+	if o.OnServing != nil {
+		for _, n := range r.nodes {
+			o.OnServing(n.id, n.url)
+		}
+	}
+
+	half := (o.Commands + 1) / 2
+	r.tl.section("Commands through the HTTP API of a standby, which redirects to the leader")
+	leader := r.node(first.Member)
+	standby := r.nodes[1]
+	for i := 1; i <= half; i++ {
+		if err := r.submitHTTP(ctx, standby, command(i)); err != nil {
+			return err
+		}
+	}
+	if err := r.waitRenewal(ctx, leader); err != nil {
+		return err
+	}
+
+	r.tl.section("Crashing the leader")
+	deposed, _ := leader.member.Leading()
+	killedAt := time.Now()
+	r.tl.print(leader.id, "CRASHED: cut off from Kafka; it can neither renew nor resign. The standbys wait out its lease.")
+	leader.crash()
+
+	r.tl.section("Commands through the requests topic while the role fails over")
+	client, err := dispatch.NewClient(r.world.brokers,
+		dispatch.WithClientLogTopic(dispatch.DefaultLogTopic, partitions),
+		dispatch.WithClientRequestsTopic(dispatch.DefaultRequestsTopic, partitions))
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	var queued []dispatch.Command
+	for i := half + 1; i <= o.Commands; i++ {
+		cmd := command(i)
+		cmd.Role = Role
+		cmd.SubmittedAt = time.Now()
+		cmd.Deadline = cmd.SubmittedAt.Add(time.Minute)
+		if err := client.Submit(ctx, cmd); err != nil {
+			return fmt.Errorf("demo: submit %s: %w", cmd.ID, err)
+		}
+		r.tl.print("client", "wrote %s (%s %s) to %s; it waits there for the next leader", cmd.ID, cmd.Device, cmd.Action, dispatch.DefaultRequestsTopic)
+		queued = append(queued, cmd)
+		r.report.Submitted++
+	}
+	next, err := r.waitElected(ctx)
+	if err != nil {
+		return err
+	}
+	r.report.Failover = next.At.Sub(killedAt)
+	r.tl.print(next.Member, "took over %.2fs after the crash (lease %v + rank x stagger + one read); token %s supersedes %s: %t",
+		r.report.Failover.Seconds(), o.LeaseDuration, next.Token, deposed, next.Token.Supersedes(deposed))
+	if o.OnServing != nil {
+		o.OnServing(next.Member, r.node(next.Member).url)
+	}
+	for _, cmd := range queued {
+		wctx, cancel := context.WithTimeout(ctx, DefaultStepTimeout)
+		out, err := client.Wait(wctx, Role, cmd.ID)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("demo: wait for %s: %w", cmd.ID, err)
+		}
+		r.tl.print("client", "%s: %s %s", cmd.ID, out.Status, detail(out))
+		if out.Status == dispatch.StatusSucceeded {
+			r.report.Succeeded++
+		}
+	}
+	r.printRoster(r.node(next.Member))
+
+	r.tl.section("A late write from the deposed leader")
+	r.tl.print(leader.id, "(a zombie that woke after its pause) publishes zombie-1 to valve-1 under its old token %s", deposed)
+	late, err := mqtt.EncodeEnvelope(mqtt.Envelope{ID: "zombie-1", Role: Role, Device: "valve-1", Action: "open", Token: deposed})
+	if err != nil {
+		return err
+	}
+	r.world.valve.receive(late)
+	r.report.Refused = r.world.valve.refused.Load()
+
+	r.tl.section("Audit: replaying and verifying the command log")
+	if err := r.audit(ctx, client); err != nil {
+		return err
+	}
+	if r.opts.Hold != 0 {
+		r.hold(ctx)
+	}
+	r.tl.section("Stopping")
+	return r.verdict()
+}
+
+// command builds the i-th command of the demo: valve and pump in turn.
+func command(i int) dispatch.Command {
+	id := fmt.Sprintf("cmd-%03d", i)
+	if i%2 == 1 {
+		action := "open"
+		if i%4 == 3 {
+			action = "close"
+		}
+		return dispatch.Command{ID: id, Device: "valve-1", Action: action}
+	}
+	return dispatch.Command{ID: id, Device: "pump-1", Action: "write-register",
+		Payload: []byte(fmt.Sprintf(`{"address":0,"value":%d}`, i*100))}
+}
+
+// submitHTTP posts cmd to n's API and follows the redirect to the leader.
+func (r *run) submitHTTP(ctx context.Context, n *node, cmd dispatch.Command) error {
+	r.report.Submitted++
+	body, _ := json.Marshal(httpapi.SubmitRequest{ID: cmd.ID, Device: cmd.Device, Action: cmd.Action, Payload: string(cmd.Payload)})
+	var hops []string
+	hc := &http.Client{
+		Timeout: DefaultStepTimeout,
+		CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+			hops = append(hops, r.byURL[req.URL.Host])
+			return nil
+		},
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.url+"/v1/commands?wait=10s", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("demo: submit %s: %w", cmd.ID, err)
+	}
+	defer resp.Body.Close()
+	var st httpapi.CommandState
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return fmt.Errorf("demo: submit %s: HTTP %d: %w", cmd.ID, resp.StatusCode, err)
+	}
+	path := n.id
+	for _, h := range hops {
+		path += " -> 307 -> " + h
+	}
+	r.tl.print("http", "POST %s (%s %s) to %s: %s", cmd.ID, cmd.Device, cmd.Action, path, st.State)
+	if st.State == dispatch.StatusSucceeded.String() {
+		r.report.Succeeded++
+	}
+	return nil
+}
+
+func (r *run) waitElected(ctx context.Context) (member.Event, error) {
+	timer := time.NewTimer(DefaultStepTimeout)
+	defer timer.Stop()
+	select {
+	case e := <-r.elected:
+		r.report.Leaders = append(r.report.Leaders, Election{Member: e.Member, Token: e.Token, At: e.At})
+		return e, nil
+	case <-timer.C:
+		return member.Event{}, errors.New("demo: no member was elected in time")
+	case <-ctx.Done():
+		return member.Event{}, ctx.Err()
+	}
+}
+
+// waitRoster polls until every started member's view shows n registered
+// members.
+func (r *run) waitRoster(ctx context.Context, n int) error {
+	return poll(ctx, func() bool {
+		for _, nd := range r.nodes {
+			if nd.cancel != nil && len(nd.member.Leadership().Roster) < n {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// waitRenewal polls until the standbys see a lease of the leader, so the
+// crash happens with the lease the timeline talks about.
+func (r *run) waitRenewal(ctx context.Context, leader *node) error {
+	return poll(ctx, func() bool {
+		for _, nd := range r.nodes {
+			if nd.member.Leadership().Holder != leader.id {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func poll(ctx context.Context, cond func() bool) error {
+	deadline := time.Now().Add(DefaultStepTimeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			return errors.New("demo: the members did not settle in time")
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (r *run) printRoster(n *node) {
+	l := n.member.Leadership()
+	r.tl.print(n.id, "sees the roster (registration order; rank = challenge order):")
+	for _, m := range l.Roster {
+		mark := ""
+		if m.Holder {
+			mark = "  <- holder, token " + l.Token
+		} else if nd := r.node(m.Member); nd != nil && nd.cancel == nil {
+			mark = "  (crashed; its registration stays until it returns)"
+		}
+		r.tl.text("%20s rank %d  %s%s\n", "", m.Rank, m.Member, mark)
+	}
+}
+
+func (r *run) node(id string) *node {
+	for _, n := range r.nodes {
+		if n.id == id {
+			return n
+		}
+	}
+	return nil
+}
+
+// audit reads the role's log back and verifies it.
+func (r *run) audit(ctx context.Context, client *dispatch.Client) error {
+	actx, cancel := context.WithTimeout(ctx, DefaultStepTimeout)
+	defer cancel()
+	entries, err := client.ReadLog(actx, Role)
+	if err != nil {
+		return fmt.Errorf("demo: read the log: %w", err)
+	}
+	tp, _ := client.LogPartition(Role)
+	r.report.Records = len(entries)
+	h := dispatch.Replay(entries)
+	r.report.Violations = dispatch.Verify(entries)
+	r.tl.print("audit", "read %d records of %s-%d", len(entries), tp.Topic, tp.Partition)
+	r.tl.text("%20s who led, from the log alone:\n", "")
+	for _, s := range h.Leaderships {
+		r.tl.text("%20s   %-7s tokens %s .. %s  offsets %d-%d  (%d records)\n", "", s.Member, s.FirstToken, s.LastToken, s.FirstOffset, s.LastOffset, s.Records)
+	}
+	counts := map[string]int{}
+	for _, c := range h.Commands {
+		counts[c.Status.String()]++
+	}
+	var parts []string
+	for s, n := range counts {
+		parts = append(parts, fmt.Sprintf("%d %s", n, s))
+	}
+	sort.Strings(parts)
+	r.tl.text("%20s commands: %d (%s)\n", "", len(h.Commands), strings.Join(parts, ", "))
+	for _, c := range h.Commands {
+		if len(c.Attempts) == 0 {
+			continue
+		}
+		a := c.Attempts[len(c.Attempts)-1]
+		r.tl.text("%20s   %s  %-8s %-15s issued by %s under %s: %s\n", "", c.ID, c.Command().Device, c.Command().Action, a.Member, a.Token, c.Status)
+	}
+	if len(r.report.Violations) == 0 {
+		r.tl.print("audit", "Verify: 0 violations. Tokens never go backwards, every outcome follows its issue, no command settled twice, intake contiguous.")
+	} else {
+		for _, v := range r.report.Violations {
+			r.tl.print("audit", "VIOLATION %s", v)
+		}
+	}
+	r.tl.print("valve-1", "firmware refused %d stale command(s): the deposed leader's late write", r.world.valve.refused.Load())
+	return nil
+}
+
+func (r *run) hold(ctx context.Context) {
+	r.tl.section("The status pages stay up")
+	for _, n := range r.nodes[1:] {
+		if n.cancel != nil {
+			r.tl.print(n.id, "%s/", n.url)
+		}
+	}
+	if r.opts.Hold < 0 {
+		r.tl.text("press Ctrl-C to stop\n")
+		<-ctx.Done()
+		return
+	}
+	t := time.NewTimer(r.opts.Hold)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+func (r *run) verdict() error {
+	rep := r.report
+	if len(rep.Violations) > 0 {
+		return fmt.Errorf("%w: %d violations in the command log", ErrAuditFailed, len(rep.Violations))
+	}
+	if rep.Succeeded != rep.Submitted {
+		return fmt.Errorf("%w: %d of %d commands succeeded", ErrAuditFailed, rep.Succeeded, rep.Submitted)
+	}
+	if rep.Refused != 1 {
+		return fmt.Errorf("%w: the firmware refused %d stale commands, want exactly the late one", ErrAuditFailed, rep.Refused)
+	}
+	return nil
+}
+
+// shutdown stops the members (the survivors resign) and the world.
+func (r *run) shutdown() {
+	for _, n := range r.nodes {
+		n.stop()
+	}
+	if r.world != nil {
+		r.world.close()
+	}
+	if r.dir != "" {
+		_ = os.RemoveAll(r.dir)
+	}
+}
+
+func detail(out dispatch.Outcome) string {
+	switch {
+	case out.Reason != "":
+		return "(" + out.Reason + ")"
+	case out.Result.Detail != "":
+		return "(" + out.Result.Detail + ")"
+	}
+	return ""
+}

@@ -1,0 +1,61 @@
+package demo
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDemo runs the whole demo in process and checks what it claims: two
+// leaderships with rising tokens, every command succeeded, the late write
+// refused, and a clean audit.
+func TestDemo(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	served := map[string]string{}
+	rep, err := Run(ctx, Options{Out: &out, Commands: 6, OnServing: func(m, url string) { served[m] = url }})
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Leaders) != 2 {
+		t.Fatalf("leaders %+v, want two elections", rep.Leaders)
+	}
+	first, second := rep.Leaders[0], rep.Leaders[1]
+	if first.Member == second.Member {
+		t.Errorf("%s led twice; the crashed leader came back", first.Member)
+	}
+	if !second.Token.Supersedes(first.Token) {
+		t.Errorf("second token %s does not supersede the first %s", second.Token, first.Token)
+	}
+	if rep.Submitted != 6 || rep.Succeeded != 6 {
+		t.Errorf("%d of %d commands succeeded", rep.Succeeded, rep.Submitted)
+	}
+	if rep.Refused != 1 {
+		t.Errorf("the firmware refused %d commands, want the late one", rep.Refused)
+	}
+	if len(rep.Violations) != 0 || rep.Records == 0 {
+		t.Errorf("audit: %d records, violations %v", rep.Records, rep.Violations)
+	}
+	if rep.Failover <= 0 || rep.Failover > 10*DefaultLeaseDuration {
+		t.Errorf("failover %v", rep.Failover)
+	}
+	if len(served) != 3 {
+		t.Errorf("status pages %v", served)
+	}
+	text := out.String()
+	for _, want := range []string{"ELECTED", "-> 307 ->", "CRASHED", "took over", "REFUSED zombie-1", "Verify: 0 violations"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("timeline lacks %q", want)
+		}
+	}
+}
+
+func TestOptionsNeedOut(t *testing.T) {
+	if _, err := Run(context.Background(), Options{}); err == nil {
+		t.Fatal("Run without Out succeeded")
+	}
+}

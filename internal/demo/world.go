@@ -1,0 +1,162 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+
+	mochi "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/auth"
+	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/devices/fence"
+	"github.com/krabka-io/krabka-dispatch/devices/mqtt"
+	"github.com/krabka-io/krabka-dispatch/dispatch"
+	"github.com/krabka-io/krabka-dispatch/internal/modbussim"
+)
+
+// world is everything the members run against: the Kafka cluster, the MQTT
+// broker with the valve's firmware behind it, and the Modbus unit.
+type world struct {
+	cluster *kfake.Cluster
+	brokers []string
+
+	mqtt    *mochi.Server
+	mqttURL string
+	valve   *firmware
+
+	sim    *modbussim.Sim
+	modbus *modbussim.TCPServer
+}
+
+// Topic settings of the demo's cluster.
+const (
+	partitions = 16
+	// cmdTopic is where the MQTT device publishes; the firmware listens.
+	cmdTopic = "devices/{device}/cmd"
+)
+
+// startWorld starts the cluster, the broker and the unit. stateDir holds the
+// firmware's fence file.
+func startWorld(ctx context.Context, tl *timeline, stateDir string) (_ *world, err error) {
+	w := &world{}
+	defer func() {
+		if err != nil {
+			w.close()
+		}
+	}()
+
+	w.cluster, err = kfake.NewCluster(kfake.NumBrokers(3))
+	if err != nil {
+		return nil, fmt.Errorf("kafka: %w", err)
+	}
+	w.brokers = w.cluster.ListenAddrs()
+	if err := createTopics(ctx, w.brokers); err != nil {
+		return nil, err
+	}
+	tl.print("kafka", "3 brokers (kfake, in process) at %s; topics %s, %s, %s",
+		strings.Join(w.brokers, ","), coordination.StateTopic, dispatch.DefaultLogTopic, dispatch.DefaultRequestsTopic)
+
+	store, err := fence.Open(stateDir + "/valve-fence.json")
+	if err != nil {
+		return nil, err
+	}
+	w.valve = &firmware{store: store, tl: tl}
+	w.mqtt = mochi.New(&mochi.Options{InlineClient: true, Logger: slog.New(slog.DiscardHandler)})
+	if err := w.mqtt.AddHook(new(auth.AllowHook), nil); err != nil {
+		return nil, err
+	}
+	ln := listeners.NewTCP(listeners.Config{ID: "demo", Address: "127.0.0.1:0"})
+	if err := w.mqtt.AddListener(ln); err != nil {
+		return nil, fmt.Errorf("mqtt: %w", err)
+	}
+	if err := w.mqtt.Serve(); err != nil {
+		return nil, fmt.Errorf("mqtt: %w", err)
+	}
+	w.mqttURL = "tcp://" + ln.Address()
+	if err := w.mqtt.Subscribe("devices/+/cmd", 1, func(_ *mochi.Client, _ packets.Subscription, pk packets.Packet) {
+		w.valve.receive(pk.Payload)
+	}); err != nil {
+		return nil, err
+	}
+	tl.print("mqtt", "broker (mochi, in process) at %s; valve-1's firmware listens on devices/valve-1/cmd and fences by token", w.mqttURL)
+
+	w.sim = modbussim.New()
+	w.modbus, err = w.sim.ListenTCP("")
+	if err != nil {
+		return nil, fmt.Errorf("modbus: %w", err)
+	}
+	tl.print("modbus", "unit 1 (simulator) at %s; pump-1's fence registers are 100-104", w.modbus.Addr())
+	return w, nil
+}
+
+func (w *world) close() {
+	if w.modbus != nil {
+		_ = w.modbus.Close()
+	}
+	if w.mqtt != nil {
+		_ = w.mqtt.Close()
+	}
+	if w.cluster != nil {
+		w.cluster.Close()
+	}
+}
+
+// createTopics creates the three topics on the cluster.
+func createTopics(ctx context.Context, brokers []string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	compact, del, forever := "compact", "delete", "-1"
+	for _, t := range []struct {
+		name    string
+		configs map[string]*string
+	}{
+		{coordination.StateTopic, map[string]*string{"cleanup.policy": &compact}},
+		{dispatch.DefaultLogTopic, map[string]*string{"cleanup.policy": &del, "retention.ms": &forever}},
+		{dispatch.DefaultRequestsTopic, map[string]*string{"cleanup.policy": &del}},
+	} {
+		resp, err := adm.CreateTopic(ctx, partitions, 3, t.configs, t.name)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil {
+			return fmt.Errorf("kafka: create topic %s: %w", t.name, err)
+		}
+	}
+	return nil
+}
+
+// firmware is the valve's side of MQTT: it admits a command only when its
+// token is at least the highest it has seen, as devices/fence prescribes.
+type firmware struct {
+	store   *fence.Store
+	tl      *timeline
+	acted   atomic.Int64
+	refused atomic.Int64
+}
+
+func (f *firmware) receive(payload []byte) {
+	env, err := mqtt.DecodeEnvelope(payload)
+	if err != nil {
+		f.tl.print("valve-1", "ignored a message that is not a command envelope: %v", err)
+		return
+	}
+	if err := f.store.Admit(env.Device, env.Token); err != nil {
+		f.refused.Add(1)
+		f.tl.print(env.Device, "REFUSED %s %q under token %s: %v", env.ID, env.Action, env.Token, err)
+		return
+	}
+	f.acted.Add(1)
+	f.tl.print(env.Device, "acted on %s %q (token %s admitted)", env.ID, env.Action, env.Token)
+}
