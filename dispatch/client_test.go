@@ -9,6 +9,7 @@ import (
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/internal/kafkatest"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -340,5 +341,18 @@ func TestNewClientChecksOptions(t *testing.T) {
 		if _, err := NewClient([]string{"127.0.0.1:1"}, opt); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+func TestReadLogMissingTopic(t *testing.T) {
+	ctx := testContext(t)
+	c := kafkatest.NewFake(t)
+	reader, err := NewKafkaLogReader(c.ListenAddrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = reader.ReadLog(ctx, coordination.TopicPartition{Topic: "no.such.topic", Partition: 0})
+	if !errors.Is(err, kerr.UnknownTopicOrPartition) {
+		t.Fatalf("got %v, want an error that is kerr.UnknownTopicOrPartition", err)
 	}
 }

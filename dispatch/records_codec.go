@@ -29,6 +29,9 @@ const (
 	entryValueVersion = 0
 )
 
+// errCommandRole reports an Issued command whose role differs from its entry.
+var errCommandRole = errors.New("the command's role differs from the entry's role")
+
 // EncodeEntry encodes a record of the command log. The key carries the kind,
 // the role and the command ID; the value carries the token, the member, the
 // time and the body. See "The command log" in the package doc for the bytes.
@@ -153,10 +156,7 @@ func checkIssued(role string, cmd Command) error {
 }
 
 func checkCommandID(id string) error {
-	if err := checkText("ID", id, MaxCommandIDLen, true); err != nil {
-		return err
-	}
-	return nil
+	return checkText("ID", id, MaxCommandIDLen, true)
 }
 
 func checkRedispatched(d Redispatched) error {

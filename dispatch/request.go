@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"unicode/utf8"
@@ -106,11 +105,11 @@ func (c Command) validate(requireDeadline bool) error {
 		return invalid("Attributes", "has %d entries, above the limit of %d", len(c.Attributes), MaxAttributes)
 	}
 	for _, k := range sortedKeys(c.Attributes) {
-		if err := checkText("Attributes", k, MaxAttributeKeyLen, true); err != nil {
-			return &InvalidCommandError{Field: "Attributes", Problem: "key " + err.(*InvalidCommandError).Problem}
+		if p := textProblem(k, MaxAttributeKeyLen, true); p != "" {
+			return invalid("Attributes", "key %.32q %s", k, p)
 		}
-		if err := checkText("Attributes", c.Attributes[k], MaxAttributeValueLen, false); err != nil {
-			return &InvalidCommandError{Field: "Attributes", Problem: fmt.Sprintf("value of %q %s", k, err.(*InvalidCommandError).Problem)}
+		if p := textProblem(c.Attributes[k], MaxAttributeValueLen, false); p != "" {
+			return invalid("Attributes", "value of %.32q %s", k, p)
 		}
 	}
 	return nil
@@ -121,15 +120,23 @@ const timeLayout = "2006-01-02T15:04:05.000Z07:00"
 // checkText returns an *InvalidCommandError for a text field that is empty
 // when required, over limit bytes, or not UTF-8.
 func checkText(field, s string, limit int, required bool) error {
-	switch {
-	case s == "" && required:
-		return invalid(field, "is empty")
-	case len(s) > limit:
-		return invalid(field, "is %d bytes, above the limit of %d", len(s), limit)
-	case !utf8.ValidString(s):
-		return invalid(field, "is not valid UTF-8")
+	if p := textProblem(s, limit, required); p != "" {
+		return &InvalidCommandError{Field: field, Problem: p}
 	}
 	return nil
+}
+
+// textProblem says what is wrong with a text, or returns "".
+func textProblem(s string, limit int, required bool) string {
+	switch {
+	case s == "" && required:
+		return "is empty"
+	case len(s) > limit:
+		return fmt.Sprintf("is %d bytes, above the limit of %d", len(s), limit)
+	case !utf8.ValidString(s):
+		return "is not valid UTF-8"
+	}
+	return ""
 }
 
 func sortedKeys(m map[string]string) []string {
@@ -247,6 +254,3 @@ func readCommand(r *wireReader) Command {
 	}
 	return c
 }
-
-// errCommandRole reports an Issued command whose role differs from its entry.
-var errCommandRole = errors.New("the command's role differs from the entry's role")
