@@ -80,11 +80,13 @@ type Leadership struct {
 // costs one epoch.
 //
 // A challenge that loses the race for the epoch learns it from the fence on
-// its first lease write. The call then waits one poll interval, reads the
-// role again, and waits for its turn like any standby.
+// its first lease write. The call then waits up to one poll interval for the
+// lease of the winner, reads the role again, and waits for its turn like any
+// standby.
 //
-// The call checks every option before it reaches the cluster. It starts no
-// goroutine until it wins. When it fails or the context ends, it writes a
+// The call checks every option before it reaches the cluster. It leaves no
+// goroutine behind until it wins: a wait on a [PartitionWaiter] runs in a
+// goroutine that the wait cancels and joins. When it fails or the context ends, it writes a
 // tombstone on its registration, bounded by the poll interval and at least a
 // second, so a member that gave up does not hold a rank that slows the
 // standbys behind it. The returned leadership outlives ctx: the context
