@@ -186,3 +186,39 @@ func TestRenewalWaitsForWrite(t *testing.T) {
 		checkCoordinatorToken(t, transport, l)
 	})
 }
+
+// TestWriteAfterSuccessor checks invariant I1 through Write: once a successor
+// minted its epoch, no guarded write of the earlier holder commits, under
+// either transaction version.
+func TestWriteAfterSuccessor(t *testing.T) {
+	for _, mode := range txnModes {
+		t.Run(mode.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cluster, _, _, l := holder(t, mode.bump)
+				commands := TopicPartition{Topic: "dispatch.log", Partition: 12}
+				write := func() error {
+					_, err := l.Write(context.Background(), func(FencingToken) ([]GuardedRecord, error) {
+						return []GuardedRecord{{Partition: commands, Value: []byte("cmd")}}, nil
+					})
+					return err
+				}
+				if err := write(); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := cluster.transport().AcquireEpoch(context.Background(), l.Role()); err != nil {
+					t.Fatal(err)
+				}
+				if err := write(); !errors.Is(err, ErrFenced) {
+					t.Fatalf("Write after a successor: %v", err)
+				}
+				synctest.Wait()
+				if !isClosed(l.Done()) || !errors.Is(l.Err(), ErrFenced) {
+					t.Fatalf("done %t, err %v", isClosed(l.Done()), l.Err())
+				}
+				if n := len(cluster.records(commands)); n != 1 {
+					t.Fatalf("%d records committed, want only the one before the successor", n)
+				}
+			})
+		})
+	}
+}
