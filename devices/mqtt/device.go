@@ -166,10 +166,17 @@ func (d *Device) Dispatch(ctx context.Context, cmd dispatch.Command, token coord
 		defer d.unregister(cmd.ID)
 	}
 
+	if err := ctx.Err(); err != nil {
+		return dispatch.Result{}, dispatch.Retryable(fmt.Errorf("mqtt: dispatch %s: %w", cmd.ID, context.Cause(ctx)))
+	}
 	pub := d.client.Publish(topic, byte(d.cfg.QoS), false, payload)
 	timer := time.NewTimer(d.cfg.PublishTimeout)
 	defer timer.Stop()
 	select {
+	case r := <-replies:
+		// The device answered before paho saw the acknowledgement; the
+		// reply proves delivery. (replies is nil without a reply topic.)
+		return replyResult(r)
 	case <-pub.Done():
 		if err := pub.Error(); err != nil {
 			if errors.Is(err, paho.ErrNotConnected) {
