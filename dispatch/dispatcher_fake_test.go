@@ -28,26 +28,26 @@ type fakeLeader struct {
 	renews   int
 	renewErr error
 	renewTo  time.Duration // ValidFor after a successful Renew
-	log      *fakeLog
+	log      *leaderLog
 	writes   [][]coordination.GuardedRecord
 	// beforeWrite runs before a Write commits; an error aborts it.
 	beforeWrite func(records []coordination.GuardedRecord) error
 }
 
-// fakeLog is the committed records of the command log.
-type fakeLog struct {
+// leaderLog is the committed records of the command log.
+type leaderLog struct {
 	mu      sync.Mutex
 	records []coordination.GuardedRecord
 }
 
-func (l *fakeLog) append(records []coordination.GuardedRecord) {
+func (l *leaderLog) append(records []coordination.GuardedRecord) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.records = append(l.records, records...)
 }
 
 // entries decodes the committed records, with their offsets.
-func (l *fakeLog) entries(t testing.TB) []Entry {
+func (l *leaderLog) entries(t testing.TB) []Entry {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []Entry
@@ -64,7 +64,7 @@ func (l *fakeLog) entries(t testing.TB) []Entry {
 }
 
 // ReadLog implements LogReader.
-func (l *fakeLog) ReadLog(ctx context.Context, _ coordination.TopicPartition) ([]Entry, error) {
+func (l *leaderLog) ReadLog(ctx context.Context, _ coordination.TopicPartition) ([]Entry, error) {
 	var out []Entry
 	l.mu.Lock()
 	records := append([]coordination.GuardedRecord(nil), l.records...)
@@ -81,7 +81,7 @@ func (l *fakeLog) ReadLog(ctx context.Context, _ coordination.TopicPartition) ([
 }
 
 // issuedAt reports whether the log holds an Issued record for id.
-func (l *fakeLog) issued(t testing.TB, id string) (Entry, bool) {
+func (l *leaderLog) issued(t testing.TB, id string) (Entry, bool) {
 	for _, e := range l.entries(t) {
 		if e.Kind == EntryIssued && e.Issued.Command.ID == id {
 			return e, true
@@ -91,7 +91,7 @@ func (l *fakeLog) issued(t testing.TB, id string) (Entry, bool) {
 }
 
 // outcomes returns the outcome records, by command ID.
-func (l *fakeLog) outcomes(t testing.TB) map[string][]Outcome {
+func (l *leaderLog) outcomes(t testing.TB) map[string][]Outcome {
 	out := make(map[string][]Outcome)
 	for _, e := range l.entries(t) {
 		if e.Kind == EntryOutcome {
@@ -110,7 +110,7 @@ func fakeToken(t testing.TB, id int64, epoch int16) coordination.FencingToken {
 	return tok
 }
 
-func newFakeLeader(t testing.TB, log *fakeLog, token coordination.FencingToken) *fakeLeader {
+func newFakeLeader(t testing.TB, log *leaderLog, token coordination.FencingToken) *fakeLeader {
 	t.Helper()
 	role, err := coordination.NewRole("controller")
 	if err != nil {
@@ -234,8 +234,8 @@ func (f *fakeLeader) writeCount() int {
 	return len(f.writes)
 }
 
-// call is one Dispatch call seen by a recordingDevice.
-type call struct {
+// deviceCall is one Dispatch call seen by a recordingDevice.
+type deviceCall struct {
 	id    string
 	token coordination.FencingToken
 	// logged reports whether the command's Issued record was in the log
@@ -246,12 +246,12 @@ type call struct {
 // recordingDevice records its calls, checks that each command is in the log
 // first, and answers with respond.
 type recordingDevice struct {
-	log     *fakeLog
+	log     *leaderLog
 	t       testing.TB
 	respond func(ctx context.Context, cmd Command, n int) (Result, error)
 
 	mu       sync.Mutex
-	calls    []call
+	calls    []deviceCall
 	inFlight int
 	maxIn    int
 }
@@ -259,7 +259,7 @@ type recordingDevice struct {
 func (d *recordingDevice) Dispatch(ctx context.Context, cmd Command, token coordination.FencingToken) (Result, error) {
 	_, logged := d.log.issued(d.t, cmd.ID)
 	d.mu.Lock()
-	d.calls = append(d.calls, call{id: cmd.ID, token: token, logged: logged})
+	d.calls = append(d.calls, deviceCall{id: cmd.ID, token: token, logged: logged})
 	n := 0
 	for _, c := range d.calls {
 		if c.id == cmd.ID {
@@ -280,10 +280,10 @@ func (d *recordingDevice) Dispatch(ctx context.Context, cmd Command, token coord
 	return Result{Detail: "ok"}, nil
 }
 
-func (d *recordingDevice) seen() []call {
+func (d *recordingDevice) seen() []deviceCall {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return append([]call(nil), d.calls...)
+	return append([]deviceCall(nil), d.calls...)
 }
 
 // redispatchDevice is a recordingDevice that declares a redispatch safe.
@@ -294,17 +294,17 @@ func (redispatchDevice) RedispatchSafe(Command) bool { return true }
 // harness runs a Dispatcher over a fake leader.
 type harness struct {
 	t        testing.TB
-	log      *fakeLog
+	log      *leaderLog
 	leader   *fakeLeader
 	registry *Registry
 	d        *Dispatcher
 	runErr   chan error
 }
 
-func newHarness(t testing.TB, log *fakeLog, devices map[string]Device, options ...Option) *harness {
+func newHarness(t testing.TB, log *leaderLog, devices map[string]Device, options ...Option) *harness {
 	t.Helper()
 	if log == nil {
-		log = &fakeLog{}
+		log = &leaderLog{}
 	}
 	h := &harness{t: t, log: log, registry: NewRegistry(), runErr: make(chan error, 1)}
 	h.leader = newFakeLeader(t, log, fakeToken(t, 7, 0))
@@ -325,10 +325,12 @@ func (h *harness) start(ctx context.Context) {
 	go func() { h.runErr <- h.d.Run(ctx) }()
 }
 
-// stop ends the leadership and waits for Run.
+// stop ends the leadership, waits for Run, and checks the log with Verify.
 func (h *harness) stop() error {
 	h.leader.end(fmt.Errorf("test over: %w", coordination.ErrNotHeld))
-	return <-h.runErr
+	err := <-h.runErr
+	verifyClean(h.t, h.log)
+	return err
 }
 
 func (h *harness) device() *recordingDevice {
@@ -339,4 +341,12 @@ func (h *harness) device() *recordingDevice {
 func newCommand(id, device string, ttl time.Duration) Command {
 	now := time.Now()
 	return Command{ID: id, Device: device, Action: "set", Payload: []byte(id), SubmittedAt: now, Deadline: now.Add(ttl)}
+}
+
+// verifyClean fails the test for every violation that Verify finds in log.
+func verifyClean(t testing.TB, log *leaderLog) {
+	t.Helper()
+	for _, v := range Verify(log.entries(t)) {
+		t.Errorf("Verify: %s", v)
+	}
 }

@@ -14,7 +14,7 @@ import (
 
 func TestSubmitDispatchesAfterCommitWithRecordToken(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		log := &fakeLog{}
+		log := &leaderLog{}
 		dev := &recordingDevice{log: log, t: t}
 		h := newHarness(t, log, map[string]Device{"valve": dev})
 		h.leader.bump = true // transactions v2: the epoch moves on every commit
@@ -67,7 +67,7 @@ func TestSubmitDispatchesAfterCommitWithRecordToken(t *testing.T) {
 
 func TestRecordsCarryTokenAndMemberHeaders(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		log := &fakeLog{}
+		log := &leaderLog{}
 		h := newHarness(t, log, map[string]Device{"valve": &recordingDevice{log: log, t: t}})
 		h.start(t.Context())
 		if _, err := h.d.Submit(t.Context(), newCommand("a", "valve", time.Minute)); err != nil {
@@ -91,7 +91,7 @@ func TestRecordsCarryTokenAndMemberHeaders(t *testing.T) {
 
 func TestGroupCommitBatchesWhileTransactionInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		log := &fakeLog{}
+		log := &leaderLog{}
 		dev := &recordingDevice{log: log, t: t}
 		h := newHarness(t, log, map[string]Device{"valve": dev}, WithMaxBatchRecords(4))
 		release := make(chan struct{})
@@ -159,7 +159,7 @@ func countKind(t *testing.T, records []coordination.GuardedRecord, kind EntryKin
 
 func TestGroupCommitBoundedByBytes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		log := &fakeLog{}
+		log := &leaderLog{}
 		h := newHarness(t, log, map[string]Device{"valve": &recordingDevice{log: log, t: t}}, WithMaxBatchBytes(600))
 		release := make(chan struct{})
 		var once sync.Once
@@ -192,7 +192,7 @@ func TestGroupCommitBoundedByBytes(t *testing.T) {
 
 func TestOneDeviceInLogOrderOneAtATimeOthersInParallel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		log := &fakeLog{}
+		log := &leaderLog{}
 		gate := make(chan struct{})
 		slow := &recordingDevice{log: log, t: t, respond: func(ctx context.Context, cmd Command, _ int) (Result, error) {
 			select {
@@ -240,7 +240,7 @@ func TestOneDeviceInLogOrderOneAtATimeOthersInParallel(t *testing.T) {
 
 func TestMaxParallelDevicesBound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		log := &fakeLog{}
+		log := &leaderLog{}
 		gate := make(chan struct{})
 		var mu sync.Mutex
 		inFlight, peak := 0, 0
@@ -282,7 +282,7 @@ func TestMaxParallelDevicesBound(t *testing.T) {
 
 func TestExpiredCommandNeverDispatched(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		log := &fakeLog{}
+		log := &leaderLog{}
 		gate := make(chan struct{})
 		dev := &recordingDevice{log: log, t: t, respond: func(ctx context.Context, cmd Command, _ int) (Result, error) {
 			if cmd.ID == "blocker" {
@@ -349,7 +349,7 @@ func TestDeviceErrorsClassified(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				log := &fakeLog{}
+				log := &leaderLog{}
 				dev := &recordingDevice{log: log, t: t, respond: func(_ context.Context, _ Command, n int) (Result, error) {
 					return Result{}, tc.respond(n)
 				}}
@@ -380,7 +380,7 @@ func TestDeviceErrorsClassified(t *testing.T) {
 
 func TestRetriesStopWhenLeadershipEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		log := &fakeLog{}
+		log := &leaderLog{}
 		dev := &recordingDevice{log: log, t: t, respond: func(context.Context, Command, int) (Result, error) {
 			return Result{}, Retryable(errors.New("offline"))
 		}}
@@ -409,7 +409,7 @@ func TestRetriesStopWhenLeadershipEnds(t *testing.T) {
 
 func TestDuplicateIDNotDispatchedTwice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		log := &fakeLog{}
+		log := &leaderLog{}
 		dev := &recordingDevice{log: log, t: t}
 		h := newHarness(t, log, map[string]Device{"valve": dev})
 		h.start(t.Context())
@@ -444,7 +444,7 @@ func TestDuplicateIDNotDispatchedTwice(t *testing.T) {
 
 func TestUnknownDeviceRejectedWhileOthersFlow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		log := &fakeLog{}
+		log := &leaderLog{}
 		dev := &recordingDevice{log: log, t: t}
 		h := newHarness(t, log, map[string]Device{"valve": dev})
 		h.start(t.Context())
@@ -476,7 +476,7 @@ func TestUnknownDeviceRejectedWhileOthersFlow(t *testing.T) {
 
 func TestHaltCancelsInFlightDispatchAtOnce(t *testing.T) {
 	// Real time: the bound is about the scheduler, not a timer.
-	log := &fakeLog{}
+	log := &leaderLog{}
 	started := make(chan struct{})
 	cancelled := make(chan time.Time, 1)
 	dev := &recordingDevice{log: log, t: t, respond: func(ctx context.Context, cmd Command, _ int) (Result, error) {
@@ -520,7 +520,7 @@ func TestHaltCancelsInFlightDispatchAtOnce(t *testing.T) {
 
 func TestRunContextEndHalts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		log := &fakeLog{}
+		log := &leaderLog{}
 		h := newHarness(t, log, map[string]Device{"valve": &recordingDevice{log: log, t: t}})
 		ctx, cancel := context.WithCancel(t.Context())
 		h.start(ctx)
@@ -533,7 +533,7 @@ func TestRunContextEndHalts(t *testing.T) {
 
 func TestFreshnessGuardRenewsBeforeDispatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		log := &fakeLog{}
+		log := &leaderLog{}
 		dev := &recordingDevice{log: log, t: t}
 		h := newHarness(t, log, map[string]Device{"valve": dev}, WithSafetyMargin(time.Second))
 		h.leader.setValidFor(500 * time.Millisecond) // stale: below the margin
@@ -555,7 +555,7 @@ func TestFreshnessGuardRenewsBeforeDispatch(t *testing.T) {
 
 func TestFreshnessGuardNeverDispatchesOnStaleLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		log := &fakeLog{}
+		log := &leaderLog{}
 		dev := &recordingDevice{log: log, t: t}
 		h := newHarness(t, log, map[string]Device{"valve": dev}, WithSafetyMargin(time.Second))
 		h.leader.setValidFor(0) // paused past its deadline
@@ -578,7 +578,7 @@ func TestFreshnessGuardNeverDispatchesOnStaleLease(t *testing.T) {
 
 func TestFreshnessWaitsThroughFailedRenewals(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		log := &fakeLog{}
+		log := &leaderLog{}
 		dev := &recordingDevice{log: log, t: t}
 		h := newHarness(t, log, map[string]Device{"valve": dev}, WithSafetyMargin(time.Second))
 		h.leader.setValidFor(0)
@@ -607,7 +607,7 @@ func TestFreshnessWaitsThroughFailedRenewals(t *testing.T) {
 
 func TestWriteFailureRetriedWhileLeading(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		log := &fakeLog{}
+		log := &leaderLog{}
 		dev := &recordingDevice{log: log, t: t}
 		h := newHarness(t, log, map[string]Device{"valve": dev})
 		fails := 2
@@ -632,7 +632,7 @@ func TestWriteFailureRetriedWhileLeading(t *testing.T) {
 
 func TestSubmitFillsDefaults(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		log := &fakeLog{}
+		log := &leaderLog{}
 		h := newHarness(t, log, map[string]Device{"valve": &recordingDevice{log: log, t: t}}, WithCommandTimeout(30*time.Second))
 		h.start(t.Context())
 		if _, err := h.d.Submit(t.Context(), Command{ID: "bare", Device: "valve"}); err != nil {
@@ -657,7 +657,7 @@ func TestSubmitFillsDefaults(t *testing.T) {
 }
 
 func TestNewDispatcherRejectsBadArguments(t *testing.T) {
-	log := &fakeLog{}
+	log := &leaderLog{}
 	leader := newFakeLeader(t, log, fakeToken(t, 1, 0))
 	reg := NewRegistry()
 	for name, tc := range map[string]struct {

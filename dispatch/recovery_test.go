@@ -1,0 +1,195 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+)
+
+// commitEntries commits entries to log as an earlier leader would have.
+func commitEntries(t *testing.T, log *leaderLog, token coordination.FencingToken, entries ...Entry) {
+	t.Helper()
+	for _, e := range entries {
+		e.Role, e.Member, e.Token = "controller", "node-0", token
+		if e.At.IsZero() {
+			e.At = time.Now()
+		}
+		key, value, err := EncodeEntry(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log.append([]coordination.GuardedRecord{{Key: key, Value: value}})
+	}
+}
+
+func takeoverIssued(cmd Command) Entry {
+	cmd.Role = "controller"
+	return Entry{Kind: EntryIssued, Issued: &Issued{Command: cmd}}
+}
+
+func TestTakeoverSettlesPendingCommands(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &leaderLog{}
+		old := fakeToken(t, 3, 9)
+		safe := redispatchDevice{&recordingDevice{log: log, t: t}}
+		unsafe := &recordingDevice{log: log, t: t}
+
+		expired := newCommand("expired", "safe", time.Second)
+		expired.SubmittedAt = expired.SubmittedAt.Add(-time.Hour)
+		expired.Deadline = expired.SubmittedAt.Add(time.Second)
+		commitEntries(t, log, old,
+			takeoverIssued(newCommand("done", "safe", time.Hour)),
+			Entry{Kind: EntryOutcome, Outcome: &Outcome{CommandID: "done", Status: StatusSucceeded, Attempt: FirstAttempt}},
+			takeoverIssued(expired),
+			takeoverIssued(newCommand("again", "safe", time.Hour)),
+			takeoverIssued(newCommand("doubt", "unsafe", time.Hour)),
+			takeoverIssued(newCommand("gone", "removed", time.Hour)),
+			Entry{Kind: EntryIntake, Intake: &IntakePosition{Topic: DefaultRequestsTopic, Partition: 12, FromOffset: 0, NextOffset: 42}},
+		)
+		// Another role that shares the partition is none of this leader's
+		// business.
+		other := newCommand("foreign", "safe", time.Hour)
+		other.Role = "other"
+		key, value, err := EncodeEntry(Entry{Kind: EntryIssued, Role: "other", Member: "x", Token: old, At: time.Now(), Issued: &Issued{Command: other}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		log.append([]coordination.GuardedRecord{{Key: key, Value: value}})
+
+		h := newHarness(t, log, map[string]Device{"safe": safe, "unsafe": unsafe})
+		h.leader.token = fakeToken(t, 4, 0)
+		h.start(t.Context())
+		synctest.Wait()
+
+		outs := log.outcomes(t)
+		want := map[string]Status{"expired": StatusExpired, "again": StatusSucceeded, "doubt": StatusInDoubt, "gone": StatusInDoubt}
+		for id, status := range want {
+			if len(outs[id]) != 1 || outs[id][0].Status != status {
+				t.Errorf("%s: outcomes %+v, want one %s", id, outs[id], status)
+			}
+		}
+		if len(outs["done"]) != 1 || len(outs["foreign"]) != 0 {
+			t.Errorf("settled or foreign commands touched: %+v", outs)
+		}
+		if outs["again"][0].Attempt != 2 {
+			t.Errorf("redispatch outcome attempt %d, want 2", outs["again"][0].Attempt)
+		}
+		// The redispatch followed its own record, under the new token.
+		calls := safe.seen()
+		if len(calls) != 1 || calls[0].id != "again" || calls[0].token != fakeToken(t, 4, 0) {
+			t.Fatalf("calls %+v, want one redispatch of again under 4:0", calls)
+		}
+		var redispatched *Entry
+		for _, e := range log.entries(t) {
+			if e.Kind == EntryRedispatched {
+				redispatched = &e
+			}
+		}
+		if redispatched == nil || redispatched.Redispatched.CommandID != "again" || redispatched.Redispatched.Reason != RedispatchTakeover || redispatched.Token != calls[0].token {
+			t.Errorf("Redispatched record %+v", redispatched)
+		}
+		if len(unsafe.seen()) != 0 {
+			t.Error("a device that does not declare redispatch safe got a command again")
+		}
+		if got := h.d.InDoubt(); len(got) != 2 {
+			t.Errorf("InDoubt %v", got)
+		}
+		// A duplicate of a command the log holds gets its recorded outcome.
+		out, err := h.d.Submit(t.Context(), newCommand("done", "safe", time.Hour))
+		if err != nil || out.Status != StatusSucceeded {
+			t.Errorf("duplicate of a logged command: %+v %v", out, err)
+		}
+		h.d.mu.Lock()
+		intake := h.d.intake
+		h.d.mu.Unlock()
+		if intake != 42 {
+			t.Errorf("intake position %d, want 42", intake)
+		}
+		h.stop()
+	})
+}
+
+func TestRecoveryReadErrorEndsRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		boom := errors.New("no leader for partition")
+		leader := newFakeLeader(t, &leaderLog{}, fakeToken(t, 1, 0))
+		d, err := NewDispatcher(leader, NewRegistry(), LogReaderFunc(func(context.Context, coordination.TopicPartition) ([]Entry, error) {
+			return nil, boom
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Run(t.Context()); !errors.Is(err, boom) {
+			t.Errorf("Run returned %v", err)
+		}
+		if _, err := d.Submit(t.Context(), newCommand("c", "x", time.Minute)); !errors.Is(err, ErrHalted) {
+			t.Errorf("Submit after a failed recovery: %v", err)
+		}
+	})
+}
+
+func TestResolve(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &leaderLog{}
+		dev := &recordingDevice{log: log, t: t}
+		commitEntries(t, log, fakeToken(t, 3, 0),
+			takeoverIssued(newCommand("a", "valve", time.Hour)),
+			takeoverIssued(newCommand("b", "valve", time.Hour)),
+			takeoverIssued(newCommand("pending", "valve", time.Hour)),
+			Entry{Kind: EntryOutcome, Outcome: &Outcome{CommandID: "pending", Status: StatusSucceeded, Attempt: 1}},
+		)
+		h := newHarness(t, log, map[string]Device{"valve": dev})
+		h.start(t.Context())
+		synctest.Wait()
+		if n := len(dev.seen()); n != 0 {
+			t.Fatalf("%d dispatches of in-doubt commands", n)
+		}
+
+		out, err := h.d.Resolve(t.Context(), "a", ResolveRedispatch)
+		if err != nil || out.Status != StatusSucceeded || out.Attempt != 2 {
+			t.Errorf("redispatch: %+v %v", out, err)
+		}
+		if calls := dev.seen(); len(calls) != 1 || calls[0].id != "a" {
+			t.Errorf("calls %+v", calls)
+		}
+		out, err = h.d.Resolve(t.Context(), "b", ResolveCancel)
+		if err != nil || out.Status != StatusCancelled {
+			t.Errorf("cancel: %+v %v", out, err)
+		}
+		var notInDoubt *NotInDoubtError
+		if _, err := h.d.Resolve(t.Context(), "b", ResolveCancel); !errors.As(err, &notInDoubt) || notInDoubt.Status != StatusCancelled {
+			t.Errorf("second resolve: %v", err)
+		}
+		var unknown *UnknownCommandError
+		if _, err := h.d.Resolve(t.Context(), "nope", ResolveCancel); !errors.As(err, &unknown) {
+			t.Errorf("unknown: %v", err)
+		}
+		if _, err := h.d.Resolve(t.Context(), "a", ResolveAction(9)); err == nil {
+			t.Error("an unknown action was accepted")
+		}
+		// The Redispatched record precedes the dispatch and its outcome.
+		var kinds []EntryKind
+		for _, e := range log.entries(t) {
+			if e.CommandID() == "a" {
+				kinds = append(kinds, e.Kind)
+			}
+		}
+		want := []EntryKind{EntryIssued, EntryOutcome, EntryRedispatched, EntryOutcome}
+		if len(kinds) != len(want) {
+			t.Fatalf("records of a: %v, want %v", kinds, want)
+		}
+		for i := range want {
+			if kinds[i] != want[i] {
+				t.Errorf("records of a: %v, want %v", kinds, want)
+			}
+		}
+		if got := h.d.InDoubt(); len(got) != 0 {
+			t.Errorf("still in doubt: %v", got)
+		}
+		h.stop()
+	})
+}
