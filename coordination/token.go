@@ -128,3 +128,24 @@ func (t FencingToken) Supersedes(other FencingToken) bool { return t.Compare(oth
 func (t FencingToken) String() string {
 	return strconv.FormatInt(t.producerID, 10) + ":" + strconv.FormatInt(int64(t.producerEpoch), 10)
 }
+
+// MarshalText writes the form that [FencingToken.String] writes, so a token
+// reads the same in JSON, YAML and logs. [NoEpoch] writes "-1:-1".
+func (t FencingToken) MarshalText() ([]byte, error) {
+	return []byte(t.String()), nil
+}
+
+// UnmarshalText parses the form that [FencingToken.MarshalText] writes. It
+// accepts what [ParseFencingToken] accepts, and "-1:-1" for [NoEpoch].
+func (t *FencingToken) UnmarshalText(text []byte) error {
+	if string(text) == NoEpoch.String() {
+		*t = NoEpoch
+		return nil
+	}
+	parsed, err := ParseFencingToken(string(text))
+	if err != nil {
+		return err
+	}
+	*t = parsed
+	return nil
+}
