@@ -72,6 +72,23 @@ type KafkaTransport struct {
 	readers   map[TopicPartition]*partitionReader
 }
 
+// Defaults of the transport's clients. A caller's franz-go option of the same
+// setting overrides each.
+const (
+	// DefaultKafkaMetadataMinAge is the shortest gap between two metadata
+	// refreshes of a transport's client, in place of franz-go's 5s
+	// (Kafka's metadata.max.age.ms has no minimum counterpart). A broker
+	// that died leaves its partitions leaderless until the controller moves
+	// them; a short gap lets a renewal find the new leader within a lease.
+	DefaultKafkaMetadataMinAge = 250 * time.Millisecond
+
+	// DefaultKafkaRetryBackoffMax is the longest backoff between two retries
+	// of a request, in place of franz-go's 5s (Kafka's
+	// retry.backoff.max.ms). The backoff starts at a tenth of it and
+	// doubles.
+	DefaultKafkaRetryBackoffMax = time.Second
+)
+
 // kafkaMaxFetchWait bounds one long-poll fetch of
 // [KafkaTransport.WaitPartition]; a longer wait is a loop of such fetches.
 const kafkaMaxFetchWait = 5 * time.Second
@@ -102,8 +119,10 @@ func NewKafkaTransport(lease LeaseConfig, brokers ...string) (*KafkaTransport, e
 // or kgo.Dialer for TLS, kgo.SASL for authentication, kgo.ClientID,
 // kgo.WithLogger, kgo.MaxVersions.
 //
-// Every client of the transport gets these options, followed by the ones the
-// transport's rules require, which win: a manual partitioner, acks=all,
+// Every client of the transport gets its defaults
+// ([DefaultKafkaMetadataMinAge], [DefaultKafkaRetryBackoffMax]), which these
+// options override, followed by the ones the transport's rules require, which
+// win over these options: a manual partitioner, acks=all,
 // idempotent writes, read_committed reads, and, for a role's producer, the
 // transactional id and the transaction timeout. It rejects options that set
 // a transactional id, a consumer group, or consumed topics, because the
@@ -149,10 +168,14 @@ func checkClientOpts(cl *kgo.Client) error {
 	return nil
 }
 
-// clientOpts returns the options of a client: the caller's, then the ones
-// the transport's rules require.
+// clientOpts returns the options of a client: the transport's defaults,
+// then the caller's, then the ones the transport's rules require.
 func (t *KafkaTransport) clientOpts(extra ...kgo.Opt) []kgo.Opt {
-	opts := append([]kgo.Opt(nil), t.opts...)
+	opts := []kgo.Opt{
+		kgo.MetadataMinAge(DefaultKafkaMetadataMinAge),
+		kgo.RetryBackoffFn(retryBackoff),
+	}
+	opts = append(opts, t.opts...)
 	opts = append(opts,
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
@@ -160,6 +183,16 @@ func (t *KafkaTransport) clientOpts(extra ...kgo.Opt) []kgo.Opt {
 		kgo.KeepControlRecords(),
 	)
 	return append(opts, extra...)
+}
+
+// retryBackoff is the backoff of the transport's clients: from a tenth of
+// DefaultKafkaRetryBackoffMax, doubling, to DefaultKafkaRetryBackoffMax.
+func retryBackoff(tries int) time.Duration {
+	backoff := DefaultKafkaRetryBackoffMax / 10
+	for i := 1; i < tries && backoff < DefaultKafkaRetryBackoffMax; i++ {
+		backoff *= 2
+	}
+	return min(backoff, DefaultKafkaRetryBackoffMax)
 }
 
 // bound limits one call to the lease duration: a call that takes longer

@@ -164,10 +164,11 @@ func (t *KafkaTransport) DescribeEpoch(ctx context.Context, role Role) (FencingT
 	defer cancel()
 	for {
 		token, held, err := t.describeEpochOnce(ctx, role)
-		if err == nil || !kerr.IsRetriable(err) {
+		if err == nil || !retriableErr(err) {
 			return token, held, err
 		}
-		// The coordinator is loading or moving; ask again.
+		// The coordinator is loading or moving, or its broker went away;
+		// ask again.
 		select {
 		case <-ctx.Done():
 			return NoEpoch, false, fmt.Errorf("coordination: describe epoch of role %s: %w (last: %w)", role, ctx.Err(), err)
@@ -198,6 +199,21 @@ func (t *KafkaTransport) describeEpochOnce(ctx context.Context, role Role) (Fenc
 		return NoEpoch, false, fmt.Errorf("coordination: describe epoch of role %s: %w", role, err)
 	}
 	return token, true, nil
+}
+
+// retriableErr reports whether a request may succeed when sent again: a
+// broker error that Kafka marks retriable, or a transport error such as a
+// broker that refused the connection. A cancelled or expired context and a
+// closed client are final.
+func retriableErr(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, kgo.ErrClientClosed) {
+		return false
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Retriable
+	}
+	return true
 }
 
 // isFenceErr reports whether the broker refused a request because a newer

@@ -198,13 +198,10 @@ func (t *KafkaTransport) fetch(ctx context.Context, r *partitionReader, offset i
 // errNoLeader reports a partition without a leader in the metadata.
 var errNoLeader = errors.New("the partition has no leader")
 
+// retriableFetchErr is retriableErr, plus the errors of a leader move that
+// Kafka does not mark retriable.
 func retriableFetchErr(err error) bool {
-	var ke *kerr.Error
-	if errors.As(err, &ke) {
-		return ke.Retriable || errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.FencedLeaderEpoch)
-	}
-	// A transport error: the leader went away, or the connection broke.
-	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, kgo.ErrClientClosed)
+	return retriableErr(err) || errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.FencedLeaderEpoch)
 }
 
 func (t *KafkaTransport) fetchOnce(ctx context.Context, r *partitionReader, offset int64, maxWait time.Duration) (kgo.FetchPartition, int64, error) {
