@@ -5,15 +5,141 @@
 //
 // # Lifecycle
 //
-// (Written with the dispatcher.)
+// A member that acquires its role's coordination.Leadership builds a
+// [Dispatcher] with [NewDispatcher] and calls [Dispatcher.Run]; when Run
+// returns, the leadership is over (or the member is shutting down), and the
+// next leadership gets a new Dispatcher. Run goes through these steps:
+//
+//  1. Recovery. It reads the role's partition of the command log to the last
+//     stable offset ([LogReader], [KafkaLogReader]) and rebuilds every
+//     command ID the log holds, the intake position, and the pending
+//     commands: issued, with no outcome of their latest attempt. Each
+//     pending command is settled as "Takeover" below says, before any new
+//     command.
+//  2. Intake. Commands arrive from the role's partition of the requests topic
+//     (read_committed, from the recovered intake position, with
+//     [WithRequestSource]) and from [Dispatcher.Submit], which the binary's
+//     HTTP API calls. A command whose ID the log holds is not issued again:
+//     its submitter gets the status of the first. A command that does not
+//     validate, or names a device the [Registry] lacks, is recorded as
+//     rejected and the rest flow on.
+//  3. Group commit. One transaction of the command log is in flight at a
+//     time ([Leader.Write], serialised with the lease renewals). Every record
+//     that queues while it is in flight goes into the next one, up to
+//     [WithMaxBatchRecords] records and [WithMaxBatchBytes] bytes: Issued
+//     records, outcomes, Redispatched records, and one intake record that
+//     covers the requests the transaction answers. Each record carries the
+//     token of the transaction that writes it, in its value and its headers,
+//     with the member and the W3C trace context.
+//  4. Dispatch. Only a command whose Issued (or Redispatched) record
+//     committed is dispatched, and the device receives the token that record
+//     was written under. One device's commands go in log order, one at a
+//     time; different devices run in parallel, up to
+//     [WithMaxParallelDevices]. A command past its deadline is never
+//     dispatched: it is recorded expired. Each Dispatch call gets a context
+//     that ends at the command's deadline or the instant the dispatcher
+//     halts, whichever comes first.
+//  5. Outcome. The device's answer becomes an outcome record, batched like
+//     the rest: nil is succeeded; an error marked [Rejected] is rejected; an
+//     error marked [Retryable] is tried again after a doubling backoff
+//     ([WithRetryBackoff]) while the leadership holds, up to
+//     [WithMaxAttempts] calls, and then failed, because the device certainly
+//     did not act on any of them (expired when the deadline passes between
+//     attempts); any other error, a deadline passing during a call included,
+//     is in doubt, because the device may have acted.
+//  6. Halt. The instant the leadership's Done closes (or Run's context
+//     ends), the dispatcher cancels the context of every Dispatch in flight,
+//     stops intake, and writes nothing more; it could not land anyway. Every
+//     waiting Submit returns [ErrHalted]: the command's outcome is unknown to
+//     this member. The next leader's recovery finds such a command pending
+//     and records it, so the log alone tells what became of it.
+//
+// Takeover. For each pending command the new leader finds: past its
+// deadline, it records expired; when the device implements [Redispatcher]
+// and says a redispatch is safe, it writes a Redispatched record under its
+// own token and, once that commits, dispatches with that token; otherwise it
+// records in doubt, and [Dispatcher.InDoubt] lists it for an operator, who
+// decides with [Dispatcher.Resolve]: [ResolveRedispatch] (a Redispatched
+// record, then the dispatch) or [ResolveCancel] (a cancelled outcome). The
+// decision is itself recorded before anything is dispatched: every dispatch,
+// first or not, follows a record committed under the current token.
+//
+// The dispatcher keeps every command ID of its role's log in memory, which is
+// what makes a duplicate cheap to refuse; the log's retention bounds it.
+//
+// Telemetry. With [WithTracerProvider], each command is one trace: a span for
+// its submission or intake (a child of the trace context in the request's
+// headers), one per record of it from queueing to commit, and one per
+// Dispatch call. The trace context travels in the headers of its log
+// records. With [WithMeterProvider]: dispatch.commands (outcomes by status),
+// dispatch.commit.duration and dispatch.dispatch.duration (seconds), and the
+// gauges dispatch.pending and dispatch.in_doubt.
 //
 // # Writing a Device
 //
-// (Written with the dispatcher.)
+// [Device] is the one interface a new kind of hardware needs. Its contract:
+//
+//   - Dispatch is never called concurrently for one device, and a device's
+//     commands arrive in log order.
+//   - A cancelled ctx must abort the device write as soon as the protocol
+//     allows, and Dispatch must then return: the halt of a deposed leader
+//     waits for it.
+//   - The token passed is the token under which the command's record
+//     committed. A device that can carry it to the hardware (an envelope
+//     field, a fence register) should, so the hardware can refuse a deposed
+//     leader: see "The zombie window".
+//   - An error says whether a retry may help. Mark it with [Retryable] only
+//     when the device certainly did not act (the connection was refused, the
+//     request never left), and with [Rejected] when the device certainly did
+//     not act and never will for this command (a malformed payload, a token
+//     below one already seen). Any other error leaves the command in doubt.
+//     A timeout after the request left is in doubt, never retryable.
+//
+// The optional interfaces, each asserted where it is needed:
+//
+//   - [Redispatcher]: RedispatchSafe is asked at a takeover, for each command
+//     an earlier leader left pending. Without it, nothing is dispatched twice:
+//     such commands are recorded in doubt.
+//   - [HealthChecker]: CheckHealth is called for the binary's health endpoint
+//     and status output. Without it a device is reported healthy.
+//   - io.Closer: [Registry.Close] calls Close once, after the last Dispatch
+//     returned; it must not block indefinitely.
+//
+// Register each device under its name in a [Registry]; the registry refuses
+// an empty name, a nil device and a name taken twice when the registration is
+// made. Package dispatchtest checks a Device against this contract, in the
+// manner of testing/slogtest: call dispatchtest.Run from the device's tests.
 //
 // # The zombie window
 //
-// (Written with the dispatcher.)
+// The broker fences Kafka writes, not MQTT publishes or Modbus writes. A
+// leader that is paused (a GC stall, a frozen VM, SIGSTOP) after its Issued
+// record committed and before its device write may wake after a successor
+// took over: its next Kafka write fails, but the device write it was about to
+// make does not. That gap is the zombie window. Two defences close it, and
+// both are required:
+//
+//   - Freshness. Before every Dispatch call, the dispatcher checks that its
+//     own lease has more than the safety margin left ([WithSafetyMargin],
+//     [DefaultSafetyMargin]), measured by [Leader.ValidFor] on the monotonic
+//     clock from the instant just before the grant or renewal was written. A
+//     command write proves authority when it commits but does not extend the
+//     lease; only a lease write moves the deadline that standbys wait for. A
+//     dispatcher that finds its lease stale forces a renewal (Renew) and
+//     dispatches only once one commits. A leader that was paused past its
+//     deadline therefore finds on waking that it may not dispatch, and its
+//     renewal fails with coordination.ErrFenced if a successor took over,
+//     which ends the leadership and halts the dispatcher. The margin must
+//     cover the clock skew between members and the time one Dispatch needs
+//     to reach the wire. What remains of the window is a pause that begins
+//     after the freshness check and before the device write, longer than the
+//     margin.
+//   - Device-side fencing. Every Dispatch carries the token of its record, and
+//     tokens never go backwards in the log. A device or gateway that refuses
+//     any token lower than the highest it has seen closes the rest of the
+//     window: the devices/mqtt envelope carries the token, devices/modbus can
+//     write it to fence registers, and a device that cannot check it is where
+//     a double dispatch remains possible; the integration tests count them.
 //
 // # The command log
 //
