@@ -3,6 +3,7 @@ package mqtt
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -369,5 +370,51 @@ func TestRedispatchSafeFollowsConfig(t *testing.T) {
 		if got := d.RedispatchSafe(testCommand("x")); got != safe {
 			t.Fatalf("RedispatchSafe = %v, want %v", got, safe)
 		}
+	}
+}
+
+// TestNewDoesNotWaitForAHungBroker points the Device at a listener that
+// accepts connections and never answers: New returns at once, and Dispatch
+// gives up when its ctx ends, retryable, as nothing was published.
+func TestNewDoesNotWaitForAHungBroker(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c) // held open, never answered
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		<-accepted
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+
+	start := time.Now()
+	d := newTestDevice(t, "tcp://"+l.Addr().String(), func(c *Config) { c.ConnectTimeout = 500 * time.Millisecond })
+	if el := time.Since(start); el > time.Second {
+		t.Fatalf("New took %v against a hung broker", el)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err = d.Dispatch(ctx, testCommand("hung"), mustToken(t, 1, 1))
+	if !dispatch.IsRetryable(err) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Dispatch = %v, want retryable DeadlineExceeded", err)
+	}
+	// Without a ctx deadline the connect timeout ends the wait.
+	_, err = d.Dispatch(context.Background(), testCommand("hung"), mustToken(t, 1, 1))
+	if !dispatch.IsRetryable(err) || !errors.Is(err, ErrNotConnected) {
+		t.Fatalf("Dispatch = %v, want retryable ErrNotConnected", err)
 	}
 }
