@@ -1,16 +1,378 @@
 package main
 
 import (
-	"errors"
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/dispatch"
 )
+
+// LogOptions are the flags of `dispatcher log`.
+type LogOptions struct {
+	Cluster ClusterOptions
+	Output  Output
+	Verify  bool
+	Follow  bool
+	From    int64
+
+	Streams
+
+	// openReader reaches the log; the Kafka reader unless a test sets it.
+	openReader func(o *LogOptions) (logReader, error)
+}
+
+// logReader is what `log` needs of the command log.
+type logReader interface {
+	ReadLog(ctx context.Context, partition coordination.TopicPartition) ([]dispatch.Entry, error)
+	FollowLog(ctx context.Context, partition coordination.TopicPartition, from int64) (*dispatch.LogStream, error)
+}
+
+// LogRecord is one entry of the command log as `log -o json` prints it.
+type LogRecord struct {
+	Offset    int64     `json:"offset"`
+	At        time.Time `json:"at"`
+	Role      string    `json:"role"`
+	Member    string    `json:"member"`
+	Token     string    `json:"token"`
+	Kind      string    `json:"kind"`
+	CommandID string    `json:"command_id,omitempty"`
+	Device    string    `json:"device,omitempty"`
+	Action    string    `json:"action,omitempty"`
+	Status    string    `json:"status,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	Detail    string    `json:"detail,omitempty"`
+	Attempt   int       `json:"attempt,omitempty"`
+	// Intake covers the request offsets [IntakeFrom, IntakeNext).
+	IntakeFrom *int64 `json:"intake_from,omitempty"`
+	IntakeNext *int64 `json:"intake_next,omitempty"`
+}
+
+// LogAudit is the verdict on a role's log: who led, what became of each
+// command, and the violations Verify found.
+type LogAudit struct {
+	Role        string          `json:"role"`
+	Topic       string          `json:"topic"`
+	Partition   int             `json:"partition"`
+	Records     int             `json:"records"`
+	Leaderships []LogLeadership `json:"leaderships"`
+	Commands    map[string]int  `json:"commands"`
+	InDoubt     []string        `json:"in_doubt"`
+	Pending     []string        `json:"pending"`
+	Violations  []LogViolation  `json:"violations"`
+	Clean       bool            `json:"clean"`
+	Log         []LogRecord     `json:"log,omitempty"`
+}
+
+// LogLeadership is one run of records by one member.
+type LogLeadership struct {
+	Member      string    `json:"member"`
+	FirstToken  string    `json:"first_token"`
+	LastToken   string    `json:"last_token"`
+	FirstOffset int64     `json:"first_offset"`
+	LastOffset  int64     `json:"last_offset"`
+	From        time.Time `json:"from"`
+	To          time.Time `json:"to"`
+	Records     int       `json:"records"`
+}
+
+// LogViolation is one broken invariant.
+type LogViolation struct {
+	Offset    int64  `json:"offset"`
+	Kind      string `json:"kind"`
+	CommandID string `json:"command_id,omitempty"`
+	Message   string `json:"message"`
+}
 
 // NewLogCommand builds `dispatcher log`.
 func NewLogCommand(streams Streams) *cobra.Command {
-	return &cobra.Command{
+	o := &LogOptions{Output: OutputTable, Streams: streams}
+	cmd := &cobra.Command{
 		Use:   "log",
-		Short: "log",
-		RunE:  func(*cobra.Command, []string) error { return errors.New("log: not built yet") },
+		Short: "Replay and verify a role's command log: who led, what was issued under which token, and its outcome",
+		Long: `log reads the role's partition of the command log (read_committed), prints
+every record, replays it (who led when, each command's attempts and outcome)
+and verifies it: tokens never go backwards, every outcome follows its
+Issued record, no command has two terminal outcomes, intake positions are
+contiguous. It exits 4 when the log does not verify.
+
+--verify prints the verdict alone. --follow prints records as they commit,
+until interrupted, and then the verdict; -o json then prints one object per
+line.`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Complete(); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
 	}
+	o.Cluster.AddFlags(cmd.Flags())
+	cmd.Flags().VarP(&o.Output, "output", "o", "output format: table or json")
+	cmd.Flags().BoolVar(&o.Verify, "verify", false, "print the verdict only")
+	cmd.Flags().BoolVarP(&o.Follow, "follow", "f", false, "keep printing records as they commit, until interrupted")
+	cmd.Flags().Int64Var(&o.From, "from", 0, "with --follow, the first offset to print")
+	return cmd
+}
+
+// Complete loads the configuration.
+func (o *LogOptions) Complete() error {
+	if o.openReader == nil {
+		o.openReader = openKafkaLogReader
+	}
+	return o.Cluster.Complete()
+}
+
+// Validate checks the flags.
+func (o *LogOptions) Validate() error {
+	if err := o.Cluster.Validate(true); err != nil {
+		return err
+	}
+	if o.Follow && o.Verify {
+		return usageErrorf("--follow and --verify do not go together")
+	}
+	if o.From < 0 {
+		return usageErrorf("--from %d: want an offset of 0 or more", o.From)
+	}
+	return nil
+}
+
+func openKafkaLogReader(o *LogOptions) (logReader, error) {
+	opts, err := o.Cluster.clientOptions()
+	if err != nil {
+		return nil, err
+	}
+	r, err := dispatch.NewKafkaLogReader(o.Cluster.Config.Kafka.Brokers, opts...)
+	if err != nil {
+		return nil, withCode(ExitUsage, err)
+	}
+	return r, nil
+}
+
+// partition is the role's partition of the log.
+func (o *LogOptions) partition() (coordination.TopicPartition, error) {
+	c := o.Cluster.Config
+	p, err := coordination.RolePartition(o.Cluster.role(), c.Topics.Partitions)
+	if err != nil {
+		return coordination.TopicPartition{}, withCode(ExitUsage, err)
+	}
+	return coordination.TopicPartition{Topic: c.Topics.Log, Partition: p}, nil
+}
+
+// Run reads (or follows) the log and prints it.
+func (o *LogOptions) Run(ctx context.Context) error {
+	reader, err := o.openReader(o)
+	if err != nil {
+		return err
+	}
+	tp, err := o.partition()
+	if err != nil {
+		return err
+	}
+	if o.Follow {
+		return o.follow(ctx, reader, tp)
+	}
+	rctx, cancel := context.WithTimeout(ctx, o.Cluster.Timeout)
+	defer cancel()
+	fmt.Fprintf(o.Err, "reading %s-%d\n", tp.Topic, tp.Partition)
+	entries, err := reader.ReadLog(rctx, tp)
+	if err != nil {
+		return unavailable(rctx, err)
+	}
+	audit := buildAudit(o.Cluster.Config.Role, tp, entries)
+	if o.Output == OutputJSON {
+		if !o.Verify {
+			audit.Log = records(entries)
+		}
+		if err := writeJSON(o.Out, audit); err != nil {
+			return err
+		}
+	} else {
+		if !o.Verify {
+			if err := recordsTable(entries).write(o.Out); err != nil {
+				return err
+			}
+			fmt.Fprintln(o.Out)
+		}
+		writeAuditText(o, audit)
+	}
+	return auditResult(audit)
+}
+
+// follow prints records as they commit, until ctx ends, then the verdict.
+func (o *LogOptions) follow(ctx context.Context, reader logReader, tp coordination.TopicPartition) error {
+	fmt.Fprintf(o.Err, "following %s-%d from offset %d; interrupt to stop\n", tp.Topic, tp.Partition, o.From)
+	stream, err := reader.FollowLog(ctx, tp, o.From)
+	if err != nil {
+		return unavailable(ctx, err)
+	}
+	defer stream.Close()
+	var entries []dispatch.Entry
+	enc := json.NewEncoder(o.Out)
+	if o.Output == OutputTable {
+		fmt.Fprintln(o.Out, strings.Join(recordsHeader, "  "))
+	}
+	for e := range stream.Entries() {
+		entries = append(entries, e)
+		r := record(e)
+		if o.Output == OutputJSON {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+			continue
+		}
+		fmt.Fprintln(o.Out, strings.Join(recordRow(r), "  "))
+	}
+	if err := stream.Err(); err != nil && ctx.Err() == nil {
+		return withCode(ExitUnavailable, fmt.Errorf("the stream of %s-%d was lost: %w", tp.Topic, tp.Partition, err))
+	}
+	audit := buildAudit(o.Cluster.Config.Role, tp, entries)
+	if o.Output == OutputJSON {
+		if err := enc.Encode(audit); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintln(o.Out)
+		writeAuditText(o, audit)
+	}
+	return auditResult(audit)
+}
+
+func auditResult(a LogAudit) error {
+	if !a.Clean {
+		return withCode(ExitAuditFailed, fmt.Errorf("the log of role %s does not verify: %d violations", a.Role, len(a.Violations)))
+	}
+	return nil
+}
+
+// buildAudit replays and verifies the entries of one role's partition. It is
+// a pure function of its arguments.
+func buildAudit(role string, tp coordination.TopicPartition, entries []dispatch.Entry) LogAudit {
+	a := LogAudit{Role: role, Topic: tp.Topic, Partition: tp.Partition, Records: len(entries),
+		Leaderships: []LogLeadership{}, Commands: map[string]int{}, InDoubt: []string{}, Pending: []string{}, Violations: []LogViolation{}}
+	h := dispatch.Replay(entries)
+	for _, s := range h.Leaderships {
+		if s.Role != role {
+			continue
+		}
+		a.Leaderships = append(a.Leaderships, LogLeadership{
+			Member: s.Member, FirstToken: s.FirstToken.String(), LastToken: s.LastToken.String(),
+			FirstOffset: s.FirstOffset, LastOffset: s.LastOffset, From: s.From, To: s.To, Records: s.Records,
+		})
+	}
+	for _, c := range h.Commands {
+		if c.Role != role {
+			continue
+		}
+		a.Commands[c.Status.String()]++
+		switch c.Status {
+		case dispatch.StatusInDoubt:
+			a.InDoubt = append(a.InDoubt, c.ID)
+		case dispatch.StatusPending:
+			a.Pending = append(a.Pending, c.ID)
+		}
+	}
+	for _, v := range dispatch.Verify(entries) {
+		if v.Role != role {
+			continue
+		}
+		a.Violations = append(a.Violations, LogViolation{Offset: v.Offset, Kind: string(v.Kind), CommandID: v.CommandID, Message: v.Message})
+	}
+	a.Clean = len(a.Violations) == 0
+	return a
+}
+
+func writeAuditText(o *LogOptions, a LogAudit) {
+	fmt.Fprintf(o.Out, "role %s, %s-%d: %d records\n", a.Role, a.Topic, a.Partition, a.Records)
+	fmt.Fprintln(o.Out, "leaderships:")
+	for _, l := range a.Leaderships {
+		fmt.Fprintf(o.Out, "  %-12s tokens %s .. %s  offsets %d-%d  %s .. %s  (%d records)\n", l.Member, l.FirstToken, l.LastToken,
+			l.FirstOffset, l.LastOffset, l.From.UTC().Format(time.RFC3339), l.To.UTC().Format(time.RFC3339), l.Records)
+	}
+	statuses := make([]string, 0, len(a.Commands))
+	for s, n := range a.Commands {
+		statuses = append(statuses, fmt.Sprintf("%d %s", n, s))
+	}
+	sort.Strings(statuses)
+	fmt.Fprintf(o.Out, "commands: %s\n", dash(strings.Join(statuses, ", ")))
+	if len(a.InDoubt) > 0 {
+		fmt.Fprintf(o.Out, "in doubt (resolve with `dispatcher resolve`): %s\n", strings.Join(a.InDoubt, ", "))
+	}
+	if len(a.Pending) > 0 {
+		fmt.Fprintf(o.Out, "pending: %s\n", strings.Join(a.Pending, ", "))
+	}
+	if a.Clean {
+		fmt.Fprintln(o.Out, "verify: clean")
+		return
+	}
+	fmt.Fprintf(o.Out, "verify: %d VIOLATIONS\n", len(a.Violations))
+	for _, v := range a.Violations {
+		fmt.Fprintf(o.Out, "  offset %d: %s %s %s\n", v.Offset, v.Kind, v.CommandID, v.Message)
+	}
+}
+
+func records(entries []dispatch.Entry) []LogRecord {
+	out := make([]LogRecord, len(entries))
+	for i, e := range entries {
+		out[i] = record(e)
+	}
+	return out
+}
+
+// record flattens one entry.
+func record(e dispatch.Entry) LogRecord {
+	r := LogRecord{Offset: e.Offset, At: e.At.UTC(), Role: e.Role, Member: e.Member, Token: e.Token.String(), Kind: e.Kind.String(), CommandID: e.CommandID()}
+	switch {
+	case e.Issued != nil:
+		c := e.Issued.Command
+		r.Device, r.Action, r.Attempt = c.Device, c.Action, dispatch.FirstAttempt
+	case e.Redispatched != nil:
+		r.Attempt, r.Reason = e.Redispatched.Attempt, e.Redispatched.Reason.String()
+	case e.Outcome != nil:
+		r.Status, r.Reason, r.Detail, r.Attempt = e.Outcome.Status.String(), e.Outcome.Reason, e.Outcome.Result.Detail, e.Outcome.Attempt
+	case e.Intake != nil:
+		from, next := e.Intake.FromOffset, e.Intake.NextOffset
+		r.IntakeFrom, r.IntakeNext = &from, &next
+	}
+	return r
+}
+
+var recordsHeader = []string{"OFFSET", "TIME", "MEMBER", "TOKEN", "KIND", "COMMAND", "DETAIL"}
+
+func recordRow(r LogRecord) []string {
+	var detail string
+	switch {
+	case r.Device != "":
+		detail = r.Device + " " + r.Action
+	case r.Status != "":
+		detail = r.Status
+		if r.Reason != "" {
+			detail += ": " + r.Reason
+		} else if r.Detail != "" {
+			detail += ": " + r.Detail
+		}
+	case r.IntakeNext != nil:
+		detail = fmt.Sprintf("requests %d..%d", *r.IntakeFrom, *r.IntakeNext)
+	case r.Reason != "":
+		detail = "attempt " + strconv.Itoa(r.Attempt) + ": " + r.Reason
+	}
+	return []string{strconv.FormatInt(r.Offset, 10), r.At.Format("15:04:05.000"), r.Member, r.Token, r.Kind, dash(r.CommandID), detail}
+}
+
+func recordsTable(entries []dispatch.Entry) table {
+	t := table{header: recordsHeader}
+	for _, e := range entries {
+		t.rows = append(t.rows, recordRow(record(e)))
+	}
+	return t
 }

@@ -1,16 +1,101 @@
 package main
 
 import (
-	"errors"
+	"context"
+	"fmt"
+	"net/url"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/krabka-io/krabka-dispatch/dispatch"
+	"github.com/krabka-io/krabka-dispatch/internal/httpapi"
 )
+
+// ResolveOptions are the flags of `dispatcher resolve`.
+type ResolveOptions struct {
+	API     APIOptions
+	Output  Output
+	Action  string
+	Timeout time.Duration
+
+	Streams
+
+	id string
+}
 
 // NewResolveCommand builds `dispatcher resolve`.
 func NewResolveCommand(streams Streams) *cobra.Command {
-	return &cobra.Command{
-		Use:   "resolve",
-		Short: "resolve",
-		RunE:  func(*cobra.Command, []string) error { return errors.New("resolve: not built yet") },
+	o := &ResolveOptions{Output: OutputTable, Streams: streams}
+	cmd := &cobra.Command{
+		Use:   "resolve <command-id> --action redispatch|cancel --url URL",
+		Short: "Settle a command in doubt: dispatch it again, or cancel it",
+		Long: `resolve settles a command that a takeover left in doubt (the device may or
+may not have acted). The leader records the decision in the command log under
+its token before anything reaches the device:
+
+  redispatch  dispatch it again: choose it when the device certainly did not
+              act, or acting twice is harmless
+  cancel      close it as cancelled without dispatching it again
+
+List the commands in doubt with 'dispatcher log'. It exits 7 when a
+redispatch does not succeed.`,
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			o.id = a[0]
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
 	}
+	o.API.AddFlags(cmd.Flags())
+	cmd.Flags().VarP(&o.Output, "output", "o", "output format: table or json")
+	cmd.Flags().StringVar(&o.Action, "action", "", "redispatch or cancel (required)")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", DefaultCommandTimeout, "bound on the whole command")
+	return cmd
+}
+
+// Validate checks the flags.
+func (o *ResolveOptions) Validate() error {
+	o.API.complete()
+	switch o.Action {
+	case dispatch.ResolveRedispatch.String(), dispatch.ResolveCancel.String():
+	default:
+		return usageErrorf("--action %q: want redispatch or cancel", o.Action)
+	}
+	if o.API.URL == "" {
+		return usageErrorf("--url is required: the leader resolves, and any member redirects to it")
+	}
+	if o.Timeout <= 0 {
+		return usageErrorf("--timeout %v: want a duration above 0", o.Timeout)
+	}
+	return nil
+}
+
+// Run asks the leader to resolve the command.
+func (o *ResolveOptions) Run(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	var st httpapi.CommandState
+	if _, err := o.API.post(ctx, o.Timeout, "/v1/commands/"+url.PathEscape(o.id)+"/resolve", httpapi.ResolveRequest{Action: o.Action}, &st); err != nil {
+		return err
+	}
+	var err error
+	if o.Output == OutputJSON {
+		err = writeJSON(o.Out, st)
+	} else {
+		err = table{header: []string{"ID", "STATE", "DETAIL"}, rows: [][]string{{st.ID, st.State, dash(firstOf(st.Reason, st.Detail))}}}.write(o.Out)
+	}
+	if err != nil {
+		return err
+	}
+	want := dispatch.StatusSucceeded.String()
+	if o.Action == dispatch.ResolveCancel.String() {
+		want = dispatch.StatusCancelled.String()
+	}
+	if st.State != want {
+		return withCode(ExitCommandFailed, fmt.Errorf("command %s: %s", st.ID, st.State))
+	}
+	return nil
 }

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/krabka-io/krabka-dispatch/internal/httpapi"
+)
+
+// EnvToken is the environment variable --token defaults from.
+const EnvToken = "DISPATCHER_TOKEN"
+
+// APIOptions are the flags of a command that talks to a member's HTTP API.
+type APIOptions struct {
+	URL   string
+	Token string
+}
+
+// AddFlags registers the flags on fs.
+func (o *APIOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.URL, "url", "", "base URL of any member's HTTP API, such as http://10.0.0.1:8080 (a standby redirects to the leader)")
+	fs.StringVar(&o.Token, "token", "", "bearer token of the API (default $"+EnvToken+")")
+}
+
+func (o *APIOptions) complete() {
+	if o.Token == "" {
+		o.Token = os.Getenv(EnvToken)
+	}
+	o.URL = strings.TrimRight(o.URL, "/")
+}
+
+// post sends body to path on the member, follows a redirect to the leader,
+// and decodes a 2xx answer into out. It returns the URL that answered.
+func (o *APIOptions) post(ctx context.Context, timeout time.Duration, path string, body, out any) (string, error) {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return "", err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.URL+path, bytes.NewReader(data))
+	if err != nil {
+		return "", withCode(ExitUsage, fmt.Errorf("--url %q: %w", o.URL, err))
+	}
+	req.Header.Set("Content-Type", "application/json")
+	token := o.Token
+	hc := &http.Client{
+		Timeout: timeout,
+		// The leader's URL comes from the members list; the token goes
+		// along to it, as the members share it.
+		CheckRedirect: func(r *http.Request, via []*http.Request) error {
+			if len(via) > 3 {
+				return errors.New("too many redirects")
+			}
+			if token != "" {
+				r.Header.Set("Authorization", "Bearer "+token)
+			}
+			return nil
+		},
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return "", withCode(ExitUnavailable, err)
+	}
+	defer resp.Body.Close()
+	answered := resp.Request.URL.Scheme + "://" + resp.Request.URL.Host
+	if resp.StatusCode/100 != 2 {
+		var e httpapi.ErrorResponse
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		err := fmt.Errorf("%s answered %s: %s", answered, resp.Status, e.Error)
+		switch {
+		case resp.StatusCode == http.StatusServiceUnavailable:
+			return answered, withCode(ExitUnavailable, err)
+		case resp.StatusCode == http.StatusBadRequest:
+			return answered, withCode(ExitUsage, err)
+		}
+		return answered, err
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return answered, fmt.Errorf("%s: %w", answered, err)
+	}
+	return answered, nil
+}
