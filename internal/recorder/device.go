@@ -1,0 +1,97 @@
+package recorder
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/dispatch"
+)
+
+// ErrFenced is the error of a dispatch that the fencing hardware refused,
+// marked dispatch.Rejected.
+var ErrFenced = errors.New("recorder: the hardware refused a stale token")
+
+// Device is the dispatch.Device that drives a Server. It is safe for
+// concurrent use, though the dispatcher never calls it concurrently.
+type Device struct {
+	name   string
+	url    string
+	member string
+	client *http.Client
+
+	log          dispatch.LogReader
+	logPartition coordination.TopicPartition
+	role         string
+}
+
+// NewDevice returns the device name of the Server at url, dispatching for
+// member.
+func NewDevice(name, url, member string) *Device {
+	return &Device{name: name, url: url, member: member, client: &http.Client{}}
+}
+
+// CheckLog makes the device read the committed log partition of role at each
+// call, and report whether the command's Issued record is there.
+func (d *Device) CheckLog(log dispatch.LogReader, partition coordination.TopicPartition, role string) *Device {
+	d.log, d.logPartition, d.role = log, partition, role
+	return d
+}
+
+// Dispatch implements dispatch.Device.
+func (d *Device) Dispatch(ctx context.Context, cmd dispatch.Command, token coordination.FencingToken) (dispatch.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return dispatch.Result{}, dispatch.Retryable(err) // nothing was sent
+	}
+	req := request{Device: d.name, CommandID: cmd.ID, Action: cmd.Action, Token: token.String(), Member: d.member}
+	if d.log != nil {
+		entries, err := d.log.ReadLog(ctx, d.logPartition)
+		if err != nil {
+			return dispatch.Result{}, dispatch.Retryable(fmt.Errorf("recorder: read the log: %w", err))
+		}
+		req.LogChecked = true
+		for _, e := range entries {
+			if e.Kind == dispatch.EntryIssued && e.Role == d.role && e.Issued.Command.ID == cmd.ID {
+				req.Logged = true
+			}
+		}
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return dispatch.Result{}, dispatch.Rejected(err)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url+"/dispatch", bytes.NewReader(body))
+	if err != nil {
+		return dispatch.Result{}, dispatch.Rejected(err)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	resp, err := d.client.Do(hreq)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			// No connection, so nothing reached the hardware.
+			return dispatch.Result{}, dispatch.Retryable(fmt.Errorf("recorder: %s: %w", d.name, err))
+		}
+		// The request may have reached the hardware: in doubt.
+		return dispatch.Result{}, fmt.Errorf("recorder: %s: %w", d.name, err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	switch resp.StatusCode {
+	case statusActed:
+		return dispatch.Result{Detail: "acted"}, nil
+	case statusFenced:
+		return dispatch.Result{}, dispatch.Rejected(fmt.Errorf("%w: token %s", ErrFenced, token))
+	case statusRejected:
+		return dispatch.Result{}, dispatch.Rejected(errors.New("recorder: the hardware rejected the command"))
+	case statusFailed:
+		return dispatch.Result{}, dispatch.Retryable(errors.New("recorder: the hardware failed without acting"))
+	}
+	return dispatch.Result{}, fmt.Errorf("recorder: unexpected answer %s", resp.Status)
+}
