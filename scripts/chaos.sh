@@ -18,7 +18,7 @@ root=$PWD
 duration=${DURATION:-2m}
 
 started=0
-if bash scripts/services/10-kafka.sh status | grep -q 'listening: yes'; then
+if grep -q 'listening: yes' <<<"$(bash scripts/services/10-kafka.sh status)"; then
 	:
 else
 	started=1

@@ -36,8 +36,9 @@ type Failover struct {
 	// Lease, Renew, Stagger and Poll are the timings every process uses.
 	Lease, Renew, Stagger, Poll time.Duration
 
-	// Reader reads the coordination topic, to find the deadline of the last
-	// lease the killed leader wrote and the rank of its successor.
+	// Reader reads the coordination topic, to know when every process has
+	// registered. The deadline of the killed leader's last lease and the
+	// successor's rank come from the partition's history, read from Brokers.
 	Reader coordination.StateReader
 
 	// Seed seeds the random delay before each signal, so that the signal
@@ -128,12 +129,21 @@ func RunFailover(ctx context.Context, cfg Failover) ([]FailoverTrial, error) {
 		case <-ctx.Done():
 			return trials, ctx.Err()
 		}
-		trial, next, err := r.trial(ctx, leader)
+		// The leader is whoever the lease names now: a standby that
+		// challenged at the same time as the successor of the last trial
+		// may have taken the role since.
+		current, err := r.holder(ctx)
+		if err != nil {
+			return trials, err
+		}
+		if current != "" {
+			leader = current
+		}
+		trial, _, err := r.trial(ctx, leader)
 		if err != nil {
 			return trials, fmt.Errorf("trial %d: %w", len(trials)+1, err)
 		}
 		trials = append(trials, trial)
-		leader = next
 	}
 	return trials, nil
 }
@@ -171,7 +181,7 @@ func (r *failoverRun) stopAll() {
 func (r *failoverRun) waitRoster(ctx context.Context) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
-		state, _, err := r.read(ctx)
+		state, err := r.read(ctx)
 		if err == nil {
 			full := true
 			for member := range r.holders {
@@ -194,16 +204,37 @@ func (r *failoverRun) waitRoster(ctx context.Context) error {
 	}
 }
 
+// holder returns the member the role's lease names, if it is live and one
+// of the running processes, waiting up to a minute for one.
+func (r *failoverRun) holder(ctx context.Context) (string, error) {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		state, err := r.read(ctx)
+		if err == nil && state.Lease != nil && state.Lease.Deadline > time.Now().UnixMilli() {
+			if _, ok := r.holders[state.Lease.Member.String()]; ok {
+				return state.Lease.Member.String(), nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("no live lease on %s for a minute (last error %v)", r.role, err)
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+}
+
 // read folds the role's records.
-func (r *failoverRun) read(ctx context.Context) (coordination.RoleState, []coordination.StateRecord, error) {
+func (r *failoverRun) read(ctx context.Context) (coordination.RoleState, error) {
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	records, err := r.cfg.Reader.ReadPartition(rctx, r.partition)
 	if err != nil {
-		return coordination.RoleState{}, nil, err
+		return coordination.RoleState{}, err
 	}
-	state, err := coordination.BuildRoleState(r.role, records)
-	return state, records, err
+	return coordination.BuildRoleState(r.role, records)
 }
 
 // trial signals the leader and times its successor.
@@ -216,16 +247,6 @@ func (r *failoverRun) trial(ctx context.Context, leader string) (FailoverTrial, 
 	wins := make(chan won, len(r.holders))
 	tctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	for member, h := range r.holders {
-		if member == leader {
-			continue
-		}
-		go func() {
-			if ev, err := h.Next(tctx, isAcquired); err == nil {
-				wins <- won{member, ev}
-			}
-		}()
-	}
 	var signalled time.Time
 	var err error
 	if r.cfg.Graceful {
@@ -235,6 +256,19 @@ func (r *failoverRun) trial(ctx context.Context, leader string) (FailoverTrial, 
 	}
 	if err != nil {
 		return FailoverTrial{}, "", err
+	}
+	// Only an acquisition after the signal counts; an earlier one (a
+	// standby that took the role in the churn of the last trial) is stale.
+	after := func(ev HolderEvent) bool { return ev.Ev == EventAcquired && ev.At >= signalled.UnixNano() }
+	for member, h := range r.holders {
+		if member == leader {
+			continue
+		}
+		go func() {
+			if ev, err := h.Next(tctx, after); err == nil {
+				wins <- won{member, ev}
+			}
+		}()
 	}
 	var w won
 	select {
@@ -264,7 +298,7 @@ func (r *failoverRun) trial(ctx context.Context, leader string) (FailoverTrial, 
 			time.Duration(rank)*r.cfg.Stagger + r.cfg.Poll
 	}
 	// Restart the member; it must register again before the next trial.
-	state, _, err := r.read(ctx)
+	state, err := r.read(ctx)
 	if err != nil {
 		return FailoverTrial{}, "", err
 	}
@@ -286,7 +320,9 @@ func (r *failoverRun) trial(ctx context.Context, leader string) (FailoverTrial, 
 // signal (at, in milliseconds), and the successor's rank in the roster as it
 // stood then.
 func (r *failoverRun) lastLease(ctx context.Context, dead, successor string, at int64) (int64, int, error) {
-	_, records, err := r.read(ctx)
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	records, err := readHistory(rctx, r.cfg.Brokers, r.partition)
+	cancel()
 	if err != nil {
 		return 0, 0, err
 	}

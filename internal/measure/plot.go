@@ -78,9 +78,14 @@ func LinePlot(file, title, xLabel, yLabel string, x []float64, series []Series, 
 	for i, s := range series {
 		pts := make(plotter.XYs, 0, len(s.Values))
 		for j, v := range s.Values {
-			if j < len(x) {
+			// A log axis has no place for zero or below: leave such a
+			// point out rather than fail the whole plot.
+			if j < len(x) && (!logX || x[j] > 0) && (!logY || v > 0) {
 				pts = append(pts, plotter.XY{X: x[j], Y: v})
 			}
+		}
+		if len(pts) == 0 {
+			continue
 		}
 		line, points, err := plotter.NewLinePoints(pts)
 		if err != nil {

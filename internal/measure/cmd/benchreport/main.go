@@ -1,0 +1,211 @@
+// Command benchreport measures the project's performance claims against the
+// real cluster and Mosquitto and writes docs/PERFORMANCE.md with its plots
+// in docs/img/. Every figure is a ratio against a ceiling or a bound that
+// the same run measures:
+//
+//   - end-to-end commands/s and submit-to-dispatch latency of a dispatcher
+//     with a no-op device, against raw franz-go transactional produce of the
+//     same records, for batches of 1, 10, 100 and 1000;
+//   - dispatch through devices/mqtt against raw paho publish to the same
+//     broker;
+//   - crash failover (SIGKILL of the leader process) against its bound, and
+//     graceful handover (SIGTERM, the leader resigns) against 300 ms;
+//   - heap per pending command against the size of its log record;
+//   - CPU, memory and broker requests/s of one process holding 1 to 1000
+//     roles, against the renewals the roles need.
+//
+// scripts/bench.sh builds it and cmd/holder and runs it:
+//
+//	benchreport -holder-bin .run/bench/holder -out docs/PERFORMANCE.md -img docs/img
+//
+// -quick runs every section with fewer trials and shorter windows.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/internal/measure"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "benchreport:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the flags of one run.
+type options struct {
+	brokers         []string
+	mqttURL         string
+	holderBin       string
+	out             string
+	img             string
+	point           time.Duration
+	batches         []int
+	failoverTrials  int
+	handoverTrials  int
+	roles           []int
+	rolesWindow     time.Duration
+	pending         int
+	only            map[string]bool
+	seed            uint64
+	failoverTimings timings
+	verbose         bool
+}
+
+// timings are the lease timings of the failover and handover trials.
+type timings struct {
+	lease, renew, stagger, poll time.Duration
+}
+
+func run() error {
+	var o options
+	brokers := flag.String("brokers", os.Getenv("KRABKA_KAFKA_BROKERS"), "comma-separated bootstrap addresses (default $KRABKA_KAFKA_BROKERS)")
+	flag.StringVar(&o.mqttURL, "mqtt", os.Getenv("KRABKA_MQTT_URL"), "MQTT broker URL (default $KRABKA_MQTT_URL)")
+	flag.StringVar(&o.holderBin, "holder-bin", "", "path of the cmd/holder binary")
+	flag.StringVar(&o.out, "out", "docs/PERFORMANCE.md", "report file")
+	flag.StringVar(&o.img, "img", "docs/img", "directory of the plots")
+	flag.DurationVar(&o.point, "point", 8*time.Second, "duration of each throughput point")
+	batches := flag.String("batches", "1,10,100,1000", "batch sizes of the end-to-end comparison")
+	flag.IntVar(&o.failoverTrials, "failover-trials", 20, "crash failover trials")
+	flag.IntVar(&o.handoverTrials, "handover-trials", 20, "graceful handover trials")
+	roles := flag.String("roles", "1,10,100,1000", "role counts held by one process")
+	flag.DurationVar(&o.rolesWindow, "roles-window", 30*time.Second, "observation window of each role count")
+	flag.IntVar(&o.pending, "pending", 5000, "commands held pending for the memory figure")
+	only := flag.String("only", "", "comma-separated sections to run: e2e,mqtt,failover,handover,memory,roles (default all)")
+	flag.Uint64Var(&o.seed, "seed", 0, "seed of the random signal phases (0 picks one)")
+	flag.BoolVar(&o.verbose, "v", false, "pass the measured processes' standard error through")
+	quick := flag.Bool("quick", false, "fewer trials and shorter windows, for a check of the tool")
+	flag.DurationVar(&o.failoverTimings.lease, "failover-lease", 3*time.Second, "lease duration of the failover trials")
+	flag.DurationVar(&o.failoverTimings.renew, "failover-renew", time.Second, "renew interval of the failover trials")
+	flag.DurationVar(&o.failoverTimings.stagger, "failover-stagger", time.Second, "challenge stagger of the failover trials")
+	flag.DurationVar(&o.failoverTimings.poll, "failover-poll", 250*time.Millisecond, "poll interval of the failover trials")
+	flag.Parse()
+	if *brokers == "" || o.holderBin == "" {
+		return errors.New("-brokers (or $KRABKA_KAFKA_BROKERS) and -holder-bin are required")
+	}
+	o.brokers = strings.Split(*brokers, ",")
+	var err error
+	if o.batches, err = ints(*batches); err != nil {
+		return err
+	}
+	if o.roles, err = ints(*roles); err != nil {
+		return err
+	}
+	if *quick {
+		o.point = 3 * time.Second
+		o.failoverTrials, o.handoverTrials = 3, 3
+		o.rolesWindow = 5 * time.Second
+		o.pending = 1000
+	}
+	if *only != "" {
+		o.only = map[string]bool{}
+		for _, s := range strings.Split(*only, ",") {
+			o.only[strings.TrimSpace(s)] = true
+		}
+	}
+	if o.seed == 0 {
+		o.seed = uint64(time.Now().UnixNano())
+	}
+	if err := os.MkdirAll(o.img, 0o755); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	rep := &report{machine: measure.ReadMachine(), opts: o, started: time.Now()}
+	prefix := fmt.Sprintf("bench-%d", time.Now().Unix())
+	var topics []string
+	defer func() {
+		if len(topics) > 0 {
+			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			_ = measure.DeleteTopics(dctx, o.brokers, topics...)
+			cancel()
+		}
+	}()
+	newTopic := func(name string) (string, error) {
+		name = prefix + "-" + name
+		tctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if err := measure.CreateTopic(tctx, o.brokers, measure.TopicSpec{Name: name, Partitions: 1, Replication: 3, MinInsyncReplicas: 2}); err != nil {
+			return "", err
+		}
+		topics = append(topics, name)
+		return name, nil
+	}
+
+	step := func(name string, f func() error) {
+		if o.only != nil && !o.only[name] {
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		logf("%s: start", name)
+		t0 := time.Now()
+		if err := f(); err != nil {
+			logf("%s: %v", name, err)
+			rep.failed = append(rep.failed, fmt.Sprintf("%s: %v", name, err))
+		}
+		logf("%s: done in %s", name, time.Since(t0).Round(time.Second))
+	}
+	reader, err := coordination.NewKafkaTransport(coordination.DefaultLeaseConfig(), o.brokers...)
+	if err != nil {
+		return err
+	}
+	defer reader.Close()
+
+	step("failover", func() error { return failover(ctx, o, reader, prefix, false, rep) })
+	step("handover", func() error { return failover(ctx, o, reader, prefix, true, rep) })
+	step("e2e", func() error { return endToEnd(ctx, o, prefix, newTopic, rep) })
+	step("mqtt", func() error { return mqttSection(ctx, o, prefix, newTopic, rep) })
+	step("memory", func() error { return memory(ctx, o, prefix, newTopic, rep) })
+	step("roles", func() error { return rolesSection(ctx, o, prefix, rep) })
+
+	if err := rep.write(); err != nil {
+		return err
+	}
+	logf("wrote %s and the plots in %s", o.out, o.img)
+	if len(rep.failed) > 0 {
+		return fmt.Errorf("%d sections failed: %s", len(rep.failed), strings.Join(rep.failed, "; "))
+	}
+	return nil
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s benchreport: %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func ints(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a list of positive integers", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// imgPath returns the path of a plot and the link to it from the report.
+func (o options) imgPath(name string) (file, link string) {
+	file = filepath.Join(o.img, name)
+	rel, err := filepath.Rel(filepath.Dir(o.out), file)
+	if err != nil {
+		rel = file
+	}
+	return file, filepath.ToSlash(rel)
+}

@@ -1,0 +1,267 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/devices/mqtt"
+	"github.com/krabka-io/krabka-dispatch/dispatch"
+	"github.com/krabka-io/krabka-dispatch/internal/measure"
+)
+
+// failover runs the crash (SIGKILL) or the graceful (SIGTERM) trials.
+func failover(ctx context.Context, o options, reader coordination.StateReader, prefix string, graceful bool, rep *report) error {
+	kind := "crash"
+	if graceful {
+		kind = "handover"
+	}
+	trials := o.failoverTrials
+	if graceful {
+		trials = o.handoverTrials
+	}
+	t := o.failoverTimings
+	res, err := measure.RunFailover(ctx, measure.Failover{
+		HolderBin: o.holderBin, Brokers: o.brokers, Role: prefix + "-" + kind,
+		Members: 3, Trials: trials, Graceful: graceful,
+		Lease: t.lease, Renew: t.renew, Stagger: t.stagger, Poll: t.poll,
+		Reader: reader, Seed: o.seed, Stderr: stderr(o),
+	})
+	for i, tr := range res {
+		logf("%s trial %d: %s -> %s in %s (bound %s, rank %d)", kind, i+1, tr.From, tr.To, tr.Measured.Round(time.Millisecond), tr.Bound.Round(time.Millisecond), tr.Rank)
+	}
+	if graceful {
+		rep.handover = res
+	} else {
+		rep.crash = res
+	}
+	return err
+}
+
+// e2ePoint is one batch size of the end-to-end comparison.
+type e2ePoint struct {
+	batch    int
+	dispatch measure.Summary
+	raw      measure.Summary
+}
+
+// endToEnd compares the dispatcher with raw transactional produce of the
+// same Issued records, batch by batch.
+func endToEnd(ctx context.Context, o options, prefix string, newTopic func(string) (string, error), rep *report) error {
+	for _, batch := range o.batches {
+		rawTopic, err := newTopic(fmt.Sprintf("raw-b%d", batch))
+		if err != nil {
+			return err
+		}
+		role := fmt.Sprintf("%s-e2e-b%d", prefix, batch)
+		now := time.Now()
+		member, _ := coordination.NewMemberID("bench")
+		token, _ := coordination.NewFencingToken(1, 0)
+		raw, err := measure.MeasureTxnProduce(ctx, measure.TxnProduce{
+			Brokers: o.brokers, Topic: rawTopic, TransactionalID: role + "-raw",
+			Batch: batch, Duration: o.point,
+			Record: func(i int) ([]byte, []byte) {
+				cmd := measure.BenchCommand(role, "raw", i, now)
+				key, value, err := dispatch.EncodeEntry(dispatch.Entry{
+					Kind: dispatch.EntryIssued, Role: role, Token: token, Member: member.String(), At: now,
+					Issued: &dispatch.Issued{Command: cmd},
+				})
+				if err != nil {
+					panic(err) // a fixed, valid command: cannot fail
+				}
+				return key, value
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("raw produce, batch %d: %w", batch, err)
+		}
+		logTopic, err := newTopic(fmt.Sprintf("log-b%d", batch))
+		if err != nil {
+			return err
+		}
+		reqTopic, err := newTopic(fmt.Sprintf("req-b%d", batch))
+		if err != nil {
+			return err
+		}
+		d, err := measure.StartDispatcher(ctx, measure.DispatcherSetup{
+			Brokers: o.brokers, Role: role, LogTopic: logTopic, RequestsTopic: reqTopic,
+			Options: []dispatch.Option{
+				dispatch.WithMaxBatchRecords(max(dispatch.DefaultMaxBatchRecords, 2*batch)),
+				dispatch.WithMaxQueued(max(dispatch.DefaultMaxQueued, 4*batch)),
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("dispatcher, batch %d: %w", batch, err)
+		}
+		disp, err := measure.MeasureSubmit(ctx, d, batch, o.point, "e2e")
+		d.Close()
+		if err != nil {
+			return fmt.Errorf("dispatch, batch %d: %w", batch, err)
+		}
+		logf("batch %d: dispatch %.0f/s p50 %s p99 %s; raw %.0f/s p50 %s p99 %s; ratio %.2f", batch,
+			disp.Rate, measure.Millis(disp.P50), measure.Millis(disp.P99),
+			raw.Rate, measure.Millis(raw.P50), measure.Millis(raw.P99), measure.Ratio(disp.Rate, raw.Rate))
+		rep.e2e = append(rep.e2e, e2ePoint{batch: batch, dispatch: disp, raw: raw})
+	}
+	return nil
+}
+
+// mqttResult is the MQTT comparison.
+type mqttResult struct {
+	raw, device, full measure.Summary
+	fullBatch         int
+	envelopeBytes     int
+}
+
+// mqttSection compares raw publish, the MQTT device alone, and the whole
+// dispatcher with the MQTT device.
+func mqttSection(ctx context.Context, o options, prefix string, newTopic func(string) (string, error), rep *report) error {
+	if o.mqttURL == "" {
+		return fmt.Errorf("no MQTT broker: set $KRABKA_MQTT_URL or -mqtt")
+	}
+	token, _ := coordination.NewFencingToken(1, 0)
+	now := time.Now()
+	sample := measure.BenchCommand(prefix, "mqtt", 0, now)
+	env, err := mqtt.EncodeEnvelope(mqtt.Envelope{ID: sample.ID, Role: sample.Role, Device: sample.Device, Action: sample.Action,
+		Payload: sample.Payload, Token: token, Deadline: sample.Deadline, SubmittedAt: sample.SubmittedAt})
+	if err != nil {
+		return err
+	}
+	res := &mqttResult{fullBatch: 100, envelopeBytes: len(env)}
+	rep.mqtt = res
+	res.raw, err = measure.MeasureRawPublish(measure.RawPublish{
+		URL: o.mqttURL, Topic: prefix + "/raw", QoS: 1, Duration: o.point,
+		Payload: func(int) []byte { return env },
+	})
+	if err != nil {
+		return fmt.Errorf("raw publish: %w", err)
+	}
+	dev, err := mqtt.New(mqtt.Config{Brokers: []string{o.mqttURL}, Topic: prefix + "/{device}/cmd", QoS: 1})
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err = dev.WaitConnected(wctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	var samples []time.Duration
+	start := time.Now()
+	for i := 0; time.Since(start) < o.point; i++ {
+		cmd := measure.BenchCommand(prefix, "mqtt-dev", i, time.Now())
+		began := time.Now()
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := dev.Dispatch(dctx, cmd, token)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("device dispatch: %w", err)
+		}
+		samples = append(samples, time.Since(began))
+	}
+	res.device = measure.Summarize(samples, time.Since(start))
+
+	logTopic, err := newTopic("mqtt-log")
+	if err != nil {
+		return err
+	}
+	reqTopic, err := newTopic("mqtt-req")
+	if err != nil {
+		return err
+	}
+	d, err := measure.StartDispatcher(ctx, measure.DispatcherSetup{
+		Brokers: o.brokers, Role: prefix + "-mqtt", LogTopic: logTopic, RequestsTopic: reqTopic, Device: dev,
+	})
+	if err != nil {
+		return err
+	}
+	res.full, err = measure.MeasureSubmit(ctx, d, res.fullBatch, o.point, "mqtt-full")
+	d.Close()
+	if err != nil {
+		return fmt.Errorf("dispatch through MQTT: %w", err)
+	}
+	logf("mqtt: raw %.0f/s p50 %s; device %.0f/s p50 %s; dispatcher %.0f/s", res.raw.Rate, measure.Millis(res.raw.P50),
+		res.device.Rate, measure.Millis(res.device.P50), res.full.Rate)
+	return nil
+}
+
+// memResult is the pending-command memory figure.
+type memResult struct {
+	n           int
+	perCommand  float64
+	recordBytes int
+}
+
+// memory measures the heap per pending command.
+func memory(ctx context.Context, o options, prefix string, newTopic func(string) (string, error), rep *report) error {
+	logTopic, err := newTopic("mem-log")
+	if err != nil {
+		return err
+	}
+	reqTopic, err := newTopic("mem-req")
+	if err != nil {
+		return err
+	}
+	block := measure.NewBlockingDevice()
+	d, err := measure.StartDispatcher(ctx, measure.DispatcherSetup{
+		Brokers: o.brokers, Role: prefix + "-mem", LogTopic: logTopic, RequestsTopic: reqTopic,
+		Device: block, Intake: true,
+		Options: []dispatch.Option{dispatch.WithMaxQueued(max(dispatch.DefaultMaxQueued, 2*o.pending))},
+	})
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	defer block.Release()
+	// Recovery of the empty log and the first intake fetch settle first.
+	select {
+	case <-time.After(2 * time.Second):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	per, err := measure.PendingMemory(ctx, d, block, o.brokers, reqTopic, o.pending)
+	if err != nil {
+		return err
+	}
+	token, _ := coordination.NewFencingToken(1, 0)
+	cmd := measure.BenchCommand(d.Role, "mem", 0, time.Now())
+	key, value, err := dispatch.EncodeEntry(dispatch.Entry{Kind: dispatch.EntryIssued, Role: d.Role, Token: token, Member: "bench", At: time.Now(),
+		Issued: &dispatch.Issued{Command: cmd}})
+	if err != nil {
+		return err
+	}
+	rep.mem = &memResult{n: o.pending, perCommand: per, recordBytes: len(key) + len(value)}
+	logf("memory: %.0f bytes per pending command (record %d bytes)", per, len(key)+len(value))
+	return nil
+}
+
+// rolesSection measures one process holding each role count, with the
+// default lease timings.
+func rolesSection(ctx context.Context, o options, prefix string, rep *report) error {
+	for _, n := range o.roles {
+		res, err := measure.MeasureRoles(ctx, measure.Roles{
+			HolderBin: o.holderBin, Brokers: o.brokers, RolePrefix: prefix + "-roles", Window: o.rolesWindow,
+			Lease: coordination.DefaultLeaseDuration, Renew: coordination.DefaultRenewInterval,
+			Stagger: coordination.DefaultChallengeStagger, Poll: coordination.DefaultPollInterval,
+		}, n)
+		if err != nil {
+			return fmt.Errorf("%d roles: %w", n, err)
+		}
+		logf("roles %d: acquired in %s, CPU %.3f cores, RSS %.1f MiB, %.1f requests/s, %.1f segments/s", n,
+			res.Acquire.Round(time.Millisecond), res.CPU, float64(res.RSS)/(1<<20), res.RequestsPerSec, res.SegmentsPerSec)
+		rep.roles = append(rep.roles, res)
+	}
+	return nil
+}
+
+// stderr is where the measured processes' standard error goes.
+func stderr(o options) io.Writer {
+	if o.verbose {
+		return os.Stderr
+	}
+	return nil
+}

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Measures the performance claims and rewrites docs/PERFORMANCE.md and the
+# plots in docs/img/ (internal/measure/cmd/benchreport).
+#
+#   scripts/bench.sh                          every section, about ten minutes
+#   scripts/bench.sh -quick                   every section, fewer trials
+#   scripts/bench.sh -only failover,handover  some sections
+#
+# It starts the Kafka cluster and Mosquitto when they are not running (and
+# stops what it started at the end), as scripts/test.sh does, and builds the
+# tool and cmd/holder into .run/bench/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+started=()
+stop_started() {
+	local rc=$?
+	for ((i=${#started[@]}-1; i>=0; i--)); do
+		bash "${started[$i]}" stop "$rc" || true
+	done
+	exit "$rc"
+}
+trap stop_started EXIT INT TERM
+
+need_deps=1
+if ! grep -q 'listening: yes' <<<"$(bash scripts/services/10-kafka.sh status)"; then
+	bash scripts/deps.sh
+	need_deps=0
+	bash scripts/services/10-kafka.sh start
+	started+=(scripts/services/10-kafka.sh)
+fi
+if ! bash scripts/services/20-mosquitto.sh status >/dev/null 2>&1; then
+	[ "$need_deps" = 0 ] || bash scripts/deps.sh
+	bash scripts/services/20-mosquitto.sh start
+	started+=(scripts/services/20-mosquitto.sh)
+fi
+for envfile in "$root"/.run/kafka/env "$root"/.run/mosquitto/env; do
+	# shellcheck disable=SC1090
+	. "$envfile"
+done
+
+bin=$root/.run/bench
+mkdir -p "$bin"
+go build -o "$bin/holder" ./internal/measure/cmd/holder
+go build -o "$bin/benchreport" ./internal/measure/cmd/benchreport
+"$bin/benchreport" -holder-bin "$bin/holder" -out docs/PERFORMANCE.md -img docs/img "$@"
