@@ -5,6 +5,7 @@ package modbus_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/krabka-io/krabka-dispatch/devices/modbus"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
+	"github.com/krabka-io/krabka-dispatch/dispatch/dispatchtest"
 	"github.com/krabka-io/krabka-dispatch/internal/modbussim"
 	"github.com/krabka-io/krabka-dispatch/internal/ptypair"
 )
@@ -236,4 +238,14 @@ func TestRTUPortReopenedAfterHangup(t *testing.T) {
 	if got := sim.HoldingRegisters(1, 1, 1)[0]; got != 2 {
 		t.Errorf("register = %d, want 2", got)
 	}
+}
+
+func TestConformanceRTU(t *testing.T) {
+	sim, dev := startRTU(t)
+	cfg := rtuConfig(dev, 1)
+	cfg.Fence = &modbus.Fence{Address: fenceAt}
+	device := newDevice(t, cfg)
+	// A serial device that does not exist: the port cannot open.
+	unreachable := newDevice(t, rtuConfig(filepath.Join(t.TempDir(), "ttyNone"), 1))
+	dispatchtest.Run(t, conformanceTarget(t, sim, device, unreachable))
 }
