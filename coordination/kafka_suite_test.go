@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -402,23 +403,23 @@ func testAppendPinsPartition(t *testing.T, env kafkaEnv) {
 			t.Fatalf("Append %s: %v", name, err)
 		}
 	}
-	// A plain append is visible at once: no transaction marker to wait for.
-	state, err := coordination.DescribeRoleState(ctx, tr, role)
-	if err != nil {
-		t.Fatalf("DescribeRoleState: %v", err)
-	}
-	if len(state.Roster) != len(members) {
-		t.Fatalf("roster %+v, want %v", state.Roster, members)
-	}
-	for i, e := range state.Roster {
-		if e.Member.String() != members[i] {
-			t.Fatalf("roster %+v, want %v in order", state.Roster, members)
-		}
-	}
-	// A fresh transport, which read nothing before, sees the same.
-	other, err := coordination.DescribeRoleState(ctx, env.transport(t, testLease(t)), role)
-	if err != nil || len(other.Roster) != len(members) {
-		t.Fatalf("DescribeRoleState from a fresh transport: %+v, %v", other, err)
+	// Another test's transaction open on the same partition holds back the
+	// last stable offset for a moment, so the roster shows eventually.
+	for _, reader := range []*coordination.KafkaTransport{tr, env.transport(t, testLease(t))} {
+		eventually(t, 10*time.Second, func() error {
+			state, err := coordination.DescribeRoleState(ctx, reader, role)
+			if err != nil {
+				return err
+			}
+			var got []string
+			for _, e := range state.Roster {
+				got = append(got, e.Member.String())
+			}
+			if !slices.Equal(got, members) {
+				return fmt.Errorf("roster %v, want %v in order", got, members)
+			}
+			return nil
+		})
 	}
 }
 
@@ -457,22 +458,23 @@ func testReadSkipsOpenTransaction(t *testing.T, env kafkaEnv) {
 		t.Fatal(err)
 	}
 
-	readCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	records, err := tr.ReadPartition(readCtx, partition)
-	cancel()
-	if err != nil {
-		t.Fatalf("ReadPartition with a transaction open: %v", err)
-	}
-	state, err := coordination.BuildRoleState(role, records)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := state.Entry(member(t, "uncommitted")); ok {
-		t.Fatal("ReadPartition shows a record of an open transaction")
-	}
-	if _, ok := state.Entry(member(t, "before")); !ok {
-		t.Fatalf("ReadPartition lost a committed record: %+v", state.Roster)
-	}
+	// Each read returns at the last stable offset, which the open
+	// transaction holds back; it does not wait for the transaction.
+	eventually(t, 10*time.Second, func() error {
+		readCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		state, err := readState(readCtx, tr, role)
+		if err != nil {
+			t.Fatalf("ReadPartition with a transaction open: %v", err)
+		}
+		if _, ok := state.Entry(member(t, "uncommitted")); ok {
+			t.Fatal("ReadPartition shows a record of an open transaction")
+		}
+		if _, ok := state.Entry(member(t, "before")); !ok {
+			return fmt.Errorf("ReadPartition misses a committed record: %+v", state.Roster)
+		}
+		return nil
+	})
 
 	if err := open.EndTransaction(ctx, kgo.TryAbort); err != nil {
 		t.Fatal(err)
