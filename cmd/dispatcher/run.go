@@ -148,6 +148,8 @@ func (o *RunOptions) Run(ctx context.Context) error {
 		PollInterval:    cfg.Lease.PollInterval,
 		Registry:        registry,
 		Log:             logReader,
+		LogTopic:        cfg.Topics.Log,
+		LogPartitions:   cfg.Topics.Partitions,
 		Dispatch:        dispatchOptions(cfg, requests, tel, logger),
 		Peers:           cfg.Members,
 		ShutdownTimeout: cfg.Dispatch.ShutdownTimeout,

@@ -103,6 +103,7 @@ func (n *node) build(o *Options, w *world, tl *timeline, peers map[string]string
 			dispatch.WithSafetyMargin(o.LeaseDuration / 4),
 			withLogger(o.Logger),
 		},
+		LogPartitions:   partitions,
 		Peers:           peers,
 		ShutdownTimeout: time.Second,
 		OnEvent:         onEvent,

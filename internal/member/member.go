@@ -56,8 +56,16 @@ type Config struct {
 	PollInterval time.Duration
 	// Registry holds the devices. Required.
 	Registry *dispatch.Registry
-	// Log reads the command log at takeover. Required.
+	// Log reads the command log at takeover. Required. When it can also
+	// follow the log (as *dispatch.KafkaLogReader can), the member follows
+	// its role's partition so the API's recent commands come from the log,
+	// on every member, whoever submitted them.
 	Log dispatch.LogReader
+	// LogTopic and LogPartitions locate the role's partition of the log;
+	// dispatch.DefaultLogTopic and dispatch.DefaultTopicPartitions when
+	// zero. Pass what the dispatchers use.
+	LogTopic      string
+	LogPartitions int
 	// Dispatch are the options of each dispatcher.
 	Dispatch []dispatch.Option
 	// Peers maps member ids to the base URLs of their HTTP APIs.
@@ -145,6 +153,12 @@ func New(cfg Config) (*Member, error) {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = coordination.DefaultPollInterval
 	}
+	if cfg.LogTopic == "" {
+		cfg.LogTopic = dispatch.DefaultLogTopic
+	}
+	if cfg.LogPartitions <= 0 {
+		cfg.LogPartitions = dispatch.DefaultTopicPartitions
+	}
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
@@ -167,6 +181,13 @@ func (m *Member) Run(ctx context.Context) error {
 		defer wg.Done()
 		m.watchState(ctx)
 	}()
+	if f, ok := m.cfg.Log.(logFollower); ok {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.followLog(ctx, f)
+		}()
+	}
 	defer wg.Wait()
 	for {
 		l, err := coordination.AcquireLeadership(ctx, m.cfg.Transport, m.cfg.Role, m.cfg.Member, m.cfg.Coordination...)

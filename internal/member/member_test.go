@@ -1,0 +1,161 @@
+package member
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/dispatch"
+	"github.com/krabka-io/krabka-dispatch/internal/httpapi"
+	"github.com/krabka-io/krabka-dispatch/internal/kafkatest"
+)
+
+// okDevice succeeds at once and remembers the tokens it was given.
+type okDevice struct {
+	mu     sync.Mutex
+	tokens map[string]coordination.FencingToken
+}
+
+func (d *okDevice) Dispatch(_ context.Context, cmd dispatch.Command, token coordination.FencingToken) (dispatch.Result, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.tokens[cmd.ID] = token
+	return dispatch.Result{Detail: "done"}, nil
+}
+
+type started struct {
+	m      *Member
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startMember(t *testing.T, brokers []string, id string, peers map[string]string, events chan<- Event) *started {
+	t.Helper()
+	lease, err := coordination.NewLeaseConfig(2*time.Second, 500*time.Millisecond, 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := coordination.NewKafkaTransport(lease, brokers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tr.Close)
+	logReader, err := dispatch.NewKafkaLogReader(brokers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := dispatch.NewRegistry()
+	if err := reg.Register("dev", &okDevice{tokens: map[string]coordination.FencingToken{}}); err != nil {
+		t.Fatal(err)
+	}
+	role, _ := coordination.NewRole("r")
+	mid, _ := coordination.NewMemberID(id)
+	m, err := New(Config{
+		Transport: tr, Role: role, Member: mid, Registry: reg, Log: logReader, Peers: peers,
+		Coordination:    []coordination.Option{coordination.WithLeaseConfig(lease), coordination.WithPollInterval(50 * time.Millisecond)},
+		PollInterval:    50 * time.Millisecond,
+		Dispatch:        []dispatch.Option{dispatch.WithSafetyMargin(300 * time.Millisecond)},
+		ShutdownTimeout: time.Second,
+		OnEvent:         func(e Event) { events <- e },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &started{m: m, cancel: cancel, done: make(chan error, 1)}
+	go func() { s.done <- m.Run(ctx) }()
+	t.Cleanup(func() { s.stop(t) })
+	return s
+}
+
+func (s *started) stop(t *testing.T) {
+	if s.cancel == nil {
+		return
+	}
+	s.cancel()
+	s.cancel = nil
+	if err := <-s.done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}
+
+func waitEvent(t *testing.T, events <-chan Event, kind EventKind) Event {
+	t.Helper()
+	timer := time.NewTimer(30 * time.Second)
+	defer timer.Stop()
+	for {
+		select {
+		case e := <-events:
+			if e.Kind == kind {
+				return e
+			}
+		case <-timer.C:
+			t.Fatalf("no %s event", kind)
+		}
+	}
+}
+
+func TestLeadRedirectHandOver(t *testing.T) {
+	cluster := kafkatest.NewFake(t)
+	brokers := cluster.ListenAddrs()
+	kafkatest.CreateFakeTopic(t, cluster, dispatch.DefaultLogTopic, dispatch.DefaultTopicPartitions, nil)
+	kafkatest.CreateFakeTopic(t, cluster, dispatch.DefaultRequestsTopic, dispatch.DefaultTopicPartitions, nil)
+	peers := map[string]string{"a": "http://127.0.0.1:1", "b": "http://127.0.0.1:2"}
+	events := make(chan Event, 16)
+
+	a := startMember(t, brokers, "a", peers, events)
+	elected := waitEvent(t, events, EventElected)
+	if elected.Member != "a" {
+		t.Fatalf("%s elected, want a", elected.Member)
+	}
+	b := startMember(t, brokers, "b", peers, events)
+
+	// The standby names the leader and its URL once it has read the role.
+	deadline := time.Now().Add(30 * time.Second)
+	for b.m.Leadership().Holder != "a" || b.m.Ready() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("standby view %+v", b.m.Leadership())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, err := b.m.Submit(context.Background(), dispatch.Command{ID: "x", Device: "dev", Action: "go"}, 0)
+	var nl *httpapi.NotLeaderError
+	if !errors.As(err, &nl) || nl.Leader != "a" || nl.LeaderURL != "http://127.0.0.1:1" {
+		t.Fatalf("standby Submit: %v", err)
+	}
+
+	st, err := a.m.Submit(context.Background(), dispatch.Command{ID: "c1", Device: "dev", Action: "go"}, 10*time.Second)
+	if err != nil || st.State != dispatch.StatusSucceeded.String() || st.Detail != "done" {
+		t.Fatalf("leader Submit: %+v, %v", st, err)
+	}
+	if got := a.m.Recent(10); len(got) != 1 || got[0].ID != "c1" {
+		t.Errorf("recent %+v", got)
+	}
+	if l := a.m.Leadership(); !l.Leader || l.Token == "" || l.LeaseRemainingMS <= 0 {
+		t.Errorf("leader view %+v", l)
+	}
+	// A malformed command is refused before it is accepted.
+	if _, err := a.m.Submit(context.Background(), dispatch.Command{ID: "", Device: "dev"}, 0); err == nil {
+		t.Error("a command without an ID was accepted")
+	}
+
+	// Stopping the leader resigns; the standby takes over well before the
+	// lease would have run out, and learns of c1 from the log.
+	stoppedAt := time.Now()
+	a.stop(t)
+	waitEvent(t, events, EventResigned)
+	next := waitEvent(t, events, EventElected)
+	if next.Member != "b" || !next.Token.Supersedes(elected.Token) {
+		t.Fatalf("next leader %s with %s after %s", next.Member, next.Token, elected.Token)
+	}
+	if took := next.At.Sub(stoppedAt); took > 2*time.Second {
+		t.Errorf("handover took %v, longer than the lease", took)
+	}
+	st, ok := b.m.Command("c1")
+	if !ok || st.State != dispatch.StatusSucceeded.String() {
+		t.Errorf("the new leader's view of c1: %+v %v", st, ok)
+	}
+}
