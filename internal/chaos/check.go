@@ -155,7 +155,7 @@ func Check(in Input) Report {
 			r.FencedRefused++
 			continue
 		}
-		t, err := parseToken(c.Token)
+		t, err := coordination.ParseFencingToken(c.Token)
 		if err != nil {
 			add(TokenRegression, "fencing device obeyed an unreadable token %q for %s", c.Token, c.ID)
 			continue

@@ -12,8 +12,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -116,7 +114,7 @@ func (s *DeviceServer) serve(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	device := q.Get("device")
 	call := Call{Device: device, ID: q.Get("id"), Token: q.Get("token"), Member: q.Get("member")}
-	token, err := parseToken(call.Token)
+	token, err := coordination.ParseFencingToken(call.Token)
 	if err != nil || call.ID == "" || (device != FencedDevice && device != PlainDevice) {
 		http.Error(w, "bad call", http.StatusBadRequest)
 		return
@@ -218,23 +216,3 @@ func (d *HTTPDevice) Dispatch(ctx context.Context, cmd dispatch.Command, token c
 
 // RedispatchSafe implements dispatch.Redispatcher.
 func (d *HTTPDevice) RedispatchSafe(dispatch.Command) bool { return d.Redispatch }
-
-// parseToken reads the producer_id:epoch form of FencingToken.String.
-// (coordination.ParseFencingToken at this revision refuses every producer
-// id, because its range check shifts an int by 63 bits; this parser stands
-// in until that is fixed.)
-func parseToken(text string) (coordination.FencingToken, error) {
-	id, epoch, ok := strings.Cut(text, ":")
-	if !ok {
-		return coordination.NoEpoch, fmt.Errorf("token %q: no colon", text)
-	}
-	pid, err := strconv.ParseInt(id, 10, 64)
-	if err != nil {
-		return coordination.NoEpoch, fmt.Errorf("token %q: %w", text, err)
-	}
-	ep, err := strconv.ParseInt(epoch, 10, 16)
-	if err != nil {
-		return coordination.NoEpoch, fmt.Errorf("token %q: %w", text, err)
-	}
-	return coordination.NewFencingToken(pid, int16(ep))
-}

@@ -1,0 +1,73 @@
+//go:build integration
+
+package chaos
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+)
+
+// TestChaosTwoMinutes runs the chaos harness against the real cluster: three
+// member processes killed, paused and restarted, brokers killed one at a
+// time, then the checker. KRABKA_CHAOS_DURATION overrides the two minutes.
+func TestChaosTwoMinutes(t *testing.T) {
+	brokers := os.Getenv("KRABKA_KAFKA_BROKERS")
+	script := os.Getenv("KRABKA_KAFKA_SCRIPT")
+	if brokers == "" || script == "" {
+		t.Fatal("KRABKA_KAFKA_BROKERS and KRABKA_KAFKA_SCRIPT must be set: source .run/kafka/env after scripts/services/10-kafka.sh start")
+	}
+	duration := 2 * time.Minute
+	if s := os.Getenv("KRABKA_CHAOS_DURATION"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("KRABKA_CHAOS_DURATION: %v", err)
+		}
+		duration = d
+	}
+	dir := t.TempDir()
+	member := filepath.Join(dir, "chaosmember")
+	build := exec.Command("go", "build", "-o", member, "./cmd/chaosmember")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the member: %v\n%s", err, out)
+	}
+	addrs := strings.Split(brokers, ",")
+	reader, err := coordination.NewKafkaTransport(coordination.DefaultLeaseConfig(), addrs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	ctx, cancel := context.WithTimeout(context.Background(), duration+10*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, Config{
+		Brokers: addrs, KafkaScript: script, MemberBin: member, Dir: filepath.Join(dir, "run"),
+		Duration: duration, Settle: 90 * time.Second, Seed: seed, Members: 3, Rate: 20,
+		Lease: 4 * time.Second, Reader: reader, Out: testWriter{t},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(Summary(res))
+	if res.Accepted == 0 || res.FencedCalls == 0 || res.PlainCalls == 0 {
+		t.Fatalf("the run exercised nothing: %d accepted, %d + %d device calls", res.Accepted, res.FencedCalls, res.PlainCalls)
+	}
+	if !res.OK() {
+		t.Fatalf("%d guarantees broke (seed %d)", len(res.Violations), seed)
+	}
+}
+
+// testWriter sends the harness's progress lines to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
