@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/devices/fence"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
 )
 
@@ -58,16 +59,17 @@ type Call struct {
 
 // DeviceServer is the hardware of a chaos run: an HTTP service on loopback
 // that plays both devices and records every call to <dir>/<device>.jsonl.
+// The fencing device keeps its highest token with devices/fence, as
+// firmware or a gateway would.
 // Its calls are serialised, so the record order is the order of arrival.
 type DeviceServer struct {
 	srv  *http.Server
 	ln   net.Listener
 	done chan struct{}
 
-	mu      sync.Mutex
-	files   map[string]*os.File
-	highest coordination.FencingToken
-	seen    bool
+	mu    sync.Mutex
+	files map[string]*os.File
+	fence *fence.Store // the fencing device's highest token, devices/fence
 }
 
 // StartDeviceServer listens on 127.0.0.1 and serves the devices until Close.
@@ -80,11 +82,15 @@ func StartDeviceServer(dir string) (*DeviceServer, error) {
 		}
 		files[name] = f
 	}
+	store, err := fence.Open(filepath.Join(dir, "fence.state"))
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	s := &DeviceServer{ln: ln, files: files, done: make(chan struct{})}
+	s := &DeviceServer{ln: ln, files: files, fence: store, done: make(chan struct{})}
 	s.srv = &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		defer close(s.done)
@@ -123,10 +129,13 @@ func (s *DeviceServer) serve(w http.ResponseWriter, r *http.Request) {
 	call.At = time.Now().UnixNano()
 	call.Verdict = VerdictObeyed
 	if device == FencedDevice {
-		if s.seen && token.Compare(s.highest) < 0 {
+		if err := s.fence.Admit(FencedDevice, token); err != nil {
+			if !errors.Is(err, fence.ErrStaleToken) {
+				s.mu.Unlock()
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
 			call.Verdict = VerdictRefused
-		} else {
-			s.highest, s.seen = token, true
 		}
 	}
 	line, _ := json.Marshal(call)
