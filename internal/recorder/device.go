@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
@@ -44,6 +45,43 @@ func (d *Device) CheckLog(log dispatch.LogReader, partition coordination.TopicPa
 	return d
 }
 
+// LogLagBound bounds how long a Device looks for a command's Issued record
+// that the committed log does not show yet. A transaction commits when the
+// coordinator has durably recorded its decision; the markers that make its
+// records visible to read_committed readers follow asynchronously, so a
+// record can become visible a few milliseconds after its writer learned of
+// the commit.
+const LogLagBound = 2 * time.Second
+
+// findIssued reads the committed log for the Issued record of id, again and
+// again up to LogLagBound while it is not there. lag is zero when the first
+// read found it.
+func (d *Device) findIssued(ctx context.Context, id string) (lag time.Duration, found bool, err error) {
+	start := time.Now()
+	for reads := 1; ; reads++ {
+		entries, err := d.log.ReadLog(ctx, d.logPartition)
+		if err != nil {
+			return 0, false, err
+		}
+		for _, e := range entries {
+			if e.Kind == dispatch.EntryIssued && e.Role == d.role && e.Issued.Command.ID == id {
+				if reads == 1 {
+					return 0, true, nil
+				}
+				return time.Since(start), true, nil
+			}
+		}
+		if time.Since(start) > LogLagBound {
+			return time.Since(start), false, nil
+		}
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-ctx.Done():
+			return 0, false, ctx.Err()
+		}
+	}
+}
+
 // Dispatch implements dispatch.Device.
 func (d *Device) Dispatch(ctx context.Context, cmd dispatch.Command, token coordination.FencingToken) (dispatch.Result, error) {
 	if err := ctx.Err(); err != nil {
@@ -51,16 +89,11 @@ func (d *Device) Dispatch(ctx context.Context, cmd dispatch.Command, token coord
 	}
 	req := request{Device: d.name, CommandID: cmd.ID, Action: cmd.Action, Token: token.String(), Member: d.member}
 	if d.log != nil {
-		entries, err := d.log.ReadLog(ctx, d.logPartition)
+		lag, found, err := d.findIssued(ctx, cmd.ID)
 		if err != nil {
 			return dispatch.Result{}, dispatch.Retryable(fmt.Errorf("recorder: read the log: %w", err))
 		}
-		req.LogChecked = true
-		for _, e := range entries {
-			if e.Kind == dispatch.EntryIssued && e.Role == d.role && e.Issued.Command.ID == cmd.ID {
-				req.Logged = true
-			}
-		}
+		req.LogChecked, req.Logged, req.LogLag = true, found, lag
 	}
 	body, err := json.Marshal(req)
 	if err != nil {

@@ -37,9 +37,13 @@ type Dispatch struct {
 	Token     coordination.FencingToken `json:"token"`
 	Member    string                    `json:"member"`
 	// Logged reports whether the Device found the command's Issued record
-	// in the committed log when it was called; LogChecked whether it looked.
-	Logged     bool `json:"logged"`
-	LogChecked bool `json:"log_checked"`
+	// in the committed log when it was called, LogChecked whether it looked,
+	// and LogLag how long after the call the record became visible to a
+	// read_committed reader (zero when the first read found it; see
+	// LogLagBound).
+	Logged     bool          `json:"logged"`
+	LogChecked bool          `json:"log_checked"`
+	LogLag     time.Duration `json:"log_lag"`
 	// Accepted reports whether the hardware acted: false for a refusal by
 	// the fence, a failure, or a rejection.
 	Accepted bool      `json:"accepted"`
@@ -133,13 +137,14 @@ func (s *Server) Blocked() <-chan Dispatch { return s.blocked }
 
 // request is the body a Device posts.
 type request struct {
-	Device     string `json:"device"`
-	CommandID  string `json:"command_id"`
-	Action     string `json:"action"`
-	Token      string `json:"token"`
-	Member     string `json:"member"`
-	Logged     bool   `json:"logged"`
-	LogChecked bool   `json:"log_checked"`
+	Device     string        `json:"device"`
+	CommandID  string        `json:"command_id"`
+	Action     string        `json:"action"`
+	Token      string        `json:"token"`
+	Member     string        `json:"member"`
+	Logged     bool          `json:"logged"`
+	LogChecked bool          `json:"log_checked"`
+	LogLag     time.Duration `json:"log_lag"`
 }
 
 // Answers of the Server, as HTTP status codes.
@@ -162,7 +167,7 @@ func (s *Server) serveDispatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := Dispatch{Device: req.Device, CommandID: req.CommandID, Token: token, Member: req.Member,
-		Logged: req.Logged, LogChecked: req.LogChecked, At: time.Now()}
+		Logged: req.Logged, LogChecked: req.LogChecked, LogLag: req.LogLag, At: time.Now()}
 
 	s.mu.Lock()
 	b := s.behaviours[req.Device]
