@@ -23,6 +23,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/krabka-io/krabka-dispatch/dispatch"
+	"github.com/krabka-io/krabka-dispatch/dispatch/dispatchtest"
 	"github.com/krabka-io/krabka-dispatch/internal/mqtttest"
 )
 
@@ -372,4 +373,9 @@ func writeSelfSignedCA(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+func TestMosquittoConformance(t *testing.T) {
+	sh := mqtttest.SharedBroker(t)
+	dispatchtest.Run(t, conformanceTarget(t, sh.URL))
 }
