@@ -1,0 +1,72 @@
+//go:build integration && sasl
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/krabka-io/krabka-dispatch/internal/kafkatest"
+)
+
+// The SASL listener of the real cluster. The test runs with
+// -tags integration,sasl once scripts/services provides the listener.
+const (
+	EnvSASLBrokers   = "KRABKA_KAFKA_SASL_BROKERS"
+	EnvSASLUser      = "KRABKA_KAFKA_SASL_USER"
+	EnvSASLPassword  = "KRABKA_KAFKA_SASL_PASSWORD"
+	EnvSASLMechanism = "KRABKA_KAFKA_SASL_MECHANISM" // default SCRAM-SHA-512
+)
+
+// TestSASLAuthentication reaches the cluster's SASL listener with the
+// configuration's kafka.sasl section: the right password creates the
+// topics, a wrong one is refused and exits 3.
+func TestSASLAuthentication(t *testing.T) {
+	env := func(name string) string {
+		v := os.Getenv(name)
+		if v == "" {
+			t.Fatalf("%s is not set: the cluster needs a SASL/SCRAM listener for this test", name)
+		}
+		return v
+	}
+	brokers, user := env(EnvSASLBrokers), env(EnvSASLUser)
+	env(EnvSASLPassword)
+	mechanism := os.Getenv(EnvSASLMechanism)
+	if mechanism == "" {
+		mechanism = "SCRAM-SHA-512"
+	}
+	write := func(passwordEnv string) string {
+		cfg := fmt.Sprintf(`role: %s
+member: sasl-1
+kafka:
+  brokers: [%s]
+  sasl:
+    mechanism: %s
+    username: %s
+    password_env: %s
+topics:
+  coordination: %s
+  log: %s
+  requests: %s
+  partitions: 2
+  coordination_partitions: 2
+`, kafkatest.UniqueName(t, "sasl"), brokers, mechanism, user, passwordEnv,
+			kafkatest.UniqueName(t, "coord"), kafkatest.UniqueName(t, "log"), kafkatest.UniqueName(t, "req"))
+		path := filepath.Join(t.TempDir(), "sasl.yaml")
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	ctx := context.Background()
+	if code, out, errOut := runCLI(t, ctx, "topics", "-c", write(EnvSASLPassword)); code != 0 {
+		t.Fatalf("topics over SASL: exit %d\n%s\n%s", code, out, errOut)
+	}
+	t.Setenv("KRABKA_TEST_WRONG_PASSWORD", "not-the-password")
+	if code, _, errOut := runCLI(t, ctx, "topics", "-c", write("KRABKA_TEST_WRONG_PASSWORD"), "--timeout", "10s"); code != int(ExitUnavailable) {
+		t.Fatalf("a wrong password: exit %d, want %d\n%s", code, ExitUnavailable, errOut)
+	}
+}
