@@ -199,6 +199,19 @@ func TestRunSubmitLogResolveOnFakeCluster(t *testing.T) {
 		t.Fatalf("resolve: exit %d\n%s", code, errOut)
 	}
 
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var metrics bytes.Buffer
+	_, _ = metrics.ReadFrom(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"dispatch_commands_total", "dispatch_commit_duration", "go_goroutines"} {
+		if !strings.Contains(metrics.String(), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
 	code, out, _ = runCLI(t, ctx, "status", "--brokers", brokers, "--role", "controller")
 	if code != 0 || !strings.Contains(out, "node-1") {
 		t.Fatalf("status: exit %d\n%s", code, out)
