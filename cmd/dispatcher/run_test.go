@@ -131,8 +131,8 @@ func TestRunSubmitLogResolveOnFakeCluster(t *testing.T) {
 
 	// Through the HTTP API: the token is required.
 	code, out, errOut := runCLI(t, ctx, "submit", "--url", base, "--device", "valve-1", "--action", "open", "--id", "c-http", "--wait", "--timeout", "20s")
-	if code == 0 {
-		t.Fatalf("a submission without the token succeeded:\n%s", out)
+	if code == 0 || !strings.Contains(errOut, "401") {
+		t.Fatalf("a submission without the token: exit %d\n%s\n%s", code, out, errOut)
 	}
 	code, out, errOut = runCLI(t, ctx, "submit", "--url", base, "--token", "s3cret", "--device", "valve-1", "--action", "open", "--id", "c-http", "--wait", "--timeout", "20s", "-o", "json")
 	if code != 0 {

@@ -6,6 +6,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/dispatch"
 )
 
 // Defaults of the settings a file may omit. Each is stated once, here, and
@@ -16,15 +17,15 @@ const (
 	DefaultHTTPListen = "127.0.0.1:8080"
 
 	// DefaultLogTopic is the topic of the command log.
-	DefaultLogTopic = "dispatch.log"
+	DefaultLogTopic = dispatch.DefaultLogTopic
 
 	// DefaultRequestsTopic is the topic that takes submitted commands.
-	DefaultRequestsTopic = "dispatch.requests"
+	DefaultRequestsTopic = dispatch.DefaultRequestsTopic
 
 	// DefaultLogPartitions is the partition count the dispatcher assumes for
 	// the log and requests topics. Every member passes the count the topics
 	// were created with, because the count picks the partition of a role.
-	DefaultLogPartitions = 16
+	DefaultLogPartitions = dispatch.DefaultTopicPartitions
 
 	// DefaultDialTimeout bounds one connection attempt to a broker; it feeds
 	// franz-go's DialTimeout.
@@ -40,8 +41,8 @@ const (
 
 	// DefaultSafetyMargin is the part of its lease a leader keeps in reserve:
 	// it dispatches only while more than this margin is left. It covers the
-	// clock skew between members.
-	DefaultSafetyMargin = 5 * time.Second
+	// clock skew between members and one device write.
+	DefaultSafetyMargin = dispatch.DefaultSafetyMargin
 )
 
 // Device types a file may name in [Device.Type].
