@@ -119,6 +119,7 @@ func RunFailover(ctx context.Context, cfg Failover) ([]FailoverTrial, error) {
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6b72616b))
 	var trials []FailoverTrial
+	skipped := 0
 	for len(trials) < cfg.Trials {
 		if err := r.waitRoster(ctx); err != nil {
 			return trials, err
@@ -140,6 +141,10 @@ func RunFailover(ctx context.Context, cfg Failover) ([]FailoverTrial, error) {
 			leader = current
 		}
 		trial, _, err := r.trial(ctx, leader)
+		if errors.Is(err, errNoBound) && skipped < cfg.Trials {
+			skipped++ // the member was restarted; run another trial instead
+			continue
+		}
 		if err != nil {
 			return trials, fmt.Errorf("trial %d: %w", len(trials)+1, err)
 		}
@@ -288,15 +293,6 @@ func (r *failoverRun) trial(ctx context.Context, leader string) (FailoverTrial, 
 	_ = old.Wait(wctx)
 	wcancel()
 
-	if !r.cfg.Graceful {
-		deadline, rank, err := r.lastLease(ctx, leader, w.member, signalled.UnixMilli())
-		if err != nil {
-			return FailoverTrial{}, "", err
-		}
-		trial.Rank = rank
-		trial.Bound = time.UnixMilli(deadline).Sub(signalled) +
-			time.Duration(rank)*r.cfg.Stagger + r.cfg.Poll
-	}
 	// Restart the member; it must register again before the next trial.
 	state, err := r.read(ctx)
 	if err != nil {
@@ -312,14 +308,28 @@ func (r *failoverRun) trial(ctx context.Context, leader string) (FailoverTrial, 
 	if err := r.start(leader); err != nil {
 		return FailoverTrial{}, "", err
 	}
+	if !r.cfg.Graceful {
+		deadline, rank, err := r.lastLease(ctx, leader, w.member)
+		if err != nil {
+			return FailoverTrial{}, "", fmt.Errorf("%w: %w", errNoBound, err)
+		}
+		trial.Rank = rank
+		trial.Bound = time.UnixMilli(deadline).Sub(signalled) +
+			time.Duration(rank)*r.cfg.Stagger + r.cfg.Poll
+	}
 	return trial, w.member, nil
 }
 
+// errNoBound reports a crash trial whose bound the log cannot give: the
+// successor's first lease is not after the dead leader's last one, because
+// the successor began its challenge before the kill, in the churn of the
+// trial before. Such a trial is dropped and another one runs.
+var errNoBound = errors.New("measure: no bound for this trial")
+
 // lastLease finds, in the log, the deadline of the last lease that the dead
-// leader wrote before its successor's first lease granted at or after the
-// signal (at, in milliseconds), and the successor's rank in the roster as it
-// stood then.
-func (r *failoverRun) lastLease(ctx context.Context, dead, successor string, at int64) (int64, int, error) {
+// leader committed and the successor's rank in the roster as it stood when
+// the successor's next lease after it was written.
+func (r *failoverRun) lastLease(ctx context.Context, dead, successor string) (int64, int, error) {
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	records, err := readHistory(rctx, r.cfg.Brokers, r.partition)
 	cancel()
@@ -328,32 +338,36 @@ func (r *failoverRun) lastLease(ctx context.Context, dead, successor string, at 
 	}
 	deadID, _ := coordination.NewMemberID(dead)
 	succID, _ := coordination.NewMemberID(successor)
-	b := coordination.NewRoleStateBuilder(r.role)
+	// The offset of the dead leader's last lease.
+	lastDead := int64(-1)
 	var deadline int64
 	for _, rec := range records {
-		key, err := coordination.DecodeKey(rec.Key)
-		if err != nil || key.Role != r.role {
-			continue
+		if lease, ok := r.leaseOf(rec); ok && lease.Member == deadID {
+			lastDead, deadline = rec.Offset, lease.Deadline
 		}
-		if key.Kind == coordination.KindLease && !coordination.IsTombstone(rec.Value) {
-			lease, err := coordination.DecodeLease(rec.Value)
-			if err != nil {
-				continue
-			}
-			if lease.Member == succID && lease.GrantedAt >= at {
-				rank, _ := b.Build().RankOf(succID)
-				if deadline == 0 {
-					return 0, 0, fmt.Errorf("no lease of %s before %s took the role", dead, successor)
-				}
-				return deadline, rank, nil
-			}
-			if lease.Member == deadID {
-				deadline = lease.Deadline
-			}
+	}
+	if lastDead < 0 {
+		return 0, 0, fmt.Errorf("no lease of %s in the log", dead)
+	}
+	b := coordination.NewRoleStateBuilder(r.role)
+	for _, rec := range records {
+		if lease, ok := r.leaseOf(rec); ok && lease.Member == succID && rec.Offset > lastDead {
+			rank, _ := b.Build().RankOf(succID)
+			return deadline, rank, nil
 		}
 		if err := b.Apply(rec); err != nil {
 			return 0, 0, err
 		}
 	}
-	return 0, 0, fmt.Errorf("no lease of %s granted after the signal is in the log", successor)
+	return 0, 0, fmt.Errorf("no lease of %s after the last one of %s", successor, dead)
+}
+
+// leaseOf decodes a lease record of the run's role.
+func (r *failoverRun) leaseOf(rec coordination.StateRecord) (coordination.Lease, bool) {
+	key, err := coordination.DecodeKey(rec.Key)
+	if err != nil || key.Role != r.role || key.Kind != coordination.KindLease || coordination.IsTombstone(rec.Value) {
+		return coordination.Lease{}, false
+	}
+	lease, err := coordination.DecodeLease(rec.Value)
+	return lease, err == nil
 }

@@ -103,9 +103,7 @@ func MeasureRoles(ctx context.Context, cfg Roles, n int) (RolesResult, error) {
 	case <-ctx.Done():
 		return res, ctx.Err()
 	}
-	opsCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	ops0, err := h.Ops(opsCtx)
+	ops0, err := opsOf(ctx, h)
 	if err != nil {
 		return res, err
 	}
@@ -130,7 +128,7 @@ func MeasureRoles(ctx context.Context, cfg Roles, n int) (RolesResult, error) {
 	if err != nil {
 		return res, err
 	}
-	ops1, err := h.Ops(opsCtx)
+	ops1, err := opsOf(ctx, h)
 	if err != nil {
 		return res, err
 	}
@@ -148,6 +146,13 @@ func MeasureRoles(ctx context.Context, cfg Roles, n int) (RolesResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// opsOf asks a holder for its counters, bounded by ten seconds.
+func opsOf(ctx context.Context, h *Holder) (map[string]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return h.Ops(ctx)
 }
 
 // brokerPorts returns the ports of the bootstrap addresses.

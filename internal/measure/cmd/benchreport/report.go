@@ -150,21 +150,21 @@ func (r *report) writeE2E(w func(string, ...any)) error {
 	w("later rounds. The ceiling is franz-go writing the same encoded Issued records, a batch per transaction, to a\n")
 	w("topic of the same settings, committing, and starting the next: what any dispatcher must at least pay before\n")
 	w("it may touch a device. Each point ran %s.\n\n", r.opts.point)
-	w("| Batch | Dispatch cmd/s | Raw cmd/s | Ratio | Dispatch p50 / p99 / p999 ms | Raw p50 / p99 / p999 ms |\n|---:|---:|---:|---:|---|---|\n")
+	w("| Batch | Dispatch cmd/s | Raw cmd/s | Ratio | Dispatch p50 / p99 / p999 ms | Raw p50 / p99 / p999 ms | Samples (dispatch / raw) |\n|---:|---:|---:|---:|---|---|---|\n")
 	var cats []string
 	var disp, raw, ratio, dp50, rp50, dp99, rp99, xs []float64
 	for _, p := range r.e2e {
 		rt := measure.Ratio(p.dispatch.Rate, p.raw.Rate)
-		w("| %d | %.0f | %.0f | %.2f | %s / %s / %s | %s / %s / %s |\n", p.batch, p.dispatch.Rate, p.raw.Rate, rt,
+		w("| %d | %.0f | %.0f | %.2f | %s / %s / %s | %s / %s / %s | %d / %d |\n", p.batch, p.dispatch.Rate, p.raw.Rate, rt,
 			measure.Millis(p.dispatch.P50), measure.Millis(p.dispatch.P99), measure.Millis(p.dispatch.P999),
-			measure.Millis(p.raw.P50), measure.Millis(p.raw.P99), measure.Millis(p.raw.P999))
+			measure.Millis(p.raw.P50), measure.Millis(p.raw.P99), measure.Millis(p.raw.P999), p.dispatch.Count, p.raw.Count)
 		cats = append(cats, fmt.Sprint(p.batch))
 		disp, raw, ratio = append(disp, p.dispatch.Rate), append(raw, p.raw.Rate), append(ratio, rt)
 		dp50, rp50 = append(dp50, ms(p.dispatch.P50)), append(rp50, ms(p.raw.P50))
 		dp99, rp99 = append(dp99, ms(p.dispatch.P99)), append(rp99, ms(p.raw.P99))
 		xs = append(xs, float64(p.batch))
 	}
-	w("\n")
+	w("\nA quantile above the sample count's resolution (p999 of fewer than 1000 samples) equals the maximum.\n\n")
 	for _, p := range r.e2e {
 		if p.batch != targetE2EBatch {
 			continue
