@@ -73,7 +73,7 @@ func (t *KafkaTransport) WriteGuarded(ctx context.Context, role Role, token Fenc
 	}
 	for _, r := range records {
 		if err := checkPartition(r.Partition); err != nil {
-			return token, fmt.Errorf("coordination: guarded write to role %s: %w", role, err)
+			return token, fmt.Errorf("coordination: kafka transport: role %s: %w", role, err)
 		}
 	}
 	t.mu.Lock()
@@ -83,24 +83,24 @@ func (t *KafkaTransport) WriteGuarded(ctx context.Context, role Role, token Fenc
 	case closed:
 		return token, errTransportClosed
 	case p == nil:
-		return token, fmt.Errorf("coordination: guarded write to role %s: the transport holds no producer of the role; AcquireEpoch mints one: %w", role, ErrNotHeld)
+		return token, fmt.Errorf("coordination: kafka transport: role %s: the transport holds no producer of the role; AcquireEpoch mints one: %w", role, ErrNotHeld)
 	}
 
 	ctx, cancel := t.bound(ctx)
 	defer cancel()
 	if err := p.acquire(ctx); err != nil {
-		return token, fmt.Errorf("coordination: guarded write to role %s: wait for the transaction before: %w", role, err)
+		return token, fmt.Errorf("coordination: kafka transport: role %s: wait for the transaction before: %w", role, err)
 	}
 	defer p.release()
 
 	current, ended := p.state()
 	switch c := token.Compare(current); {
 	case c < 0:
-		return current, fmt.Errorf("coordination: guarded write to role %s: token %s is older than %s, which the coordinator holds: %w", role, token, current, ErrFenced)
+		return current, fmt.Errorf("coordination: kafka transport: role %s: token %s is older than %s, which the coordinator holds (a commit or an abort under transactions v2 moves it; write with the token the last WriteGuarded returned): %w", role, token, current, ErrFenced)
 	case ended != nil:
 		return current, ended
 	case c > 0:
-		return current, fmt.Errorf("coordination: guarded write to role %s: token %s was not minted by this transport, whose producer holds %s", role, token, current)
+		return current, fmt.Errorf("coordination: kafka transport: role %s: token %s was not minted by this transport, whose producer holds %s", role, token, current)
 	}
 	if len(records) == 0 {
 		return current, nil
@@ -111,7 +111,7 @@ func (t *KafkaTransport) WriteGuarded(ctx context.Context, role Role, token Fenc
 // transact runs one transaction on p, which the caller holds the slot of.
 func (t *KafkaTransport) transact(ctx context.Context, p *roleProducer, token FencingToken, records []GuardedRecord) (FencingToken, error) {
 	fail := func(sentinel error, step string, err error) (FencingToken, error) {
-		err = fmt.Errorf("coordination: guarded write to role %s under token %s: %s: %w: %w", p.role, token, step, sentinel, err)
+		err = fmt.Errorf("coordination: kafka transport: role %s, token %s: %s: %w: %w", p.role, token, step, sentinel, err)
 		p.end(err)
 		return token, err
 	}
@@ -168,7 +168,7 @@ func (t *KafkaTransport) abort(p *roleProducer, token FencingToken, cause error)
 	ctx, cancel := context.WithTimeout(context.Background(), t.lease.duration)
 	defer cancel()
 	fail := func(sentinel error, err error) (FencingToken, error) {
-		err = fmt.Errorf("coordination: guarded write to role %s under token %s: abort after %v: %w: %w", p.role, token, cause, sentinel, err)
+		err = fmt.Errorf("coordination: kafka transport: role %s, token %s: abort after %v: %w: %w", p.role, token, cause, sentinel, err)
 		p.end(err)
 		return token, err
 	}
@@ -185,7 +185,7 @@ func (t *KafkaTransport) abort(p *roleProducer, token FencingToken, cause error)
 	if err != nil {
 		return fail(ErrOutcomeUnknown, err)
 	}
-	return next, fmt.Errorf("coordination: guarded write to role %s under token %s: aborted, nothing committed: %w", p.role, token, cause)
+	return next, fmt.Errorf("coordination: kafka transport: role %s, token %s: aborted, nothing committed: %w", p.role, token, cause)
 }
 
 // tokenAfter reads the producer id and epoch that the client holds after
