@@ -193,6 +193,12 @@ func (r *report) writeE2E(w func(string, ...any)) error {
 		return err
 	}
 	w("![End-to-end latency](%s)\n\n", link)
+	file, link = r.opts.imgPath("e2e-ratio.png")
+	if err := measure.LinePlot(file, "Dispatcher throughput as a share of the ceiling", "batch size", "dispatch / raw", xs,
+		[]measure.Series{{Name: "ratio", Values: ratio}, {Name: "target at batch 100", Values: constant(len(xs), targetE2ERatio)}}, true, false); err != nil {
+		return err
+	}
+	w("![End-to-end ratio](%s)\n\n", link)
 	return nil
 }
 
