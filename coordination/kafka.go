@@ -11,15 +11,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// KafkaTransport implements [Transport] and [GuardedWriter] with franz-go.
+// KafkaTransport implements [Transport], [GuardedWriter], and
+// [PartitionWaiter] with franz-go.
 //
-// One transport serves every role of a process. It owns three kinds of
+// One transport serves every role of a process. It owns two kinds of
 // client, created from the same franz-go options:
 //
 //   - a plain client, idempotent and not transactional, with acks=all, that
 //     appends the registrations ([KafkaTransport.Append]), reads partitions
-//     ([KafkaTransport.ReadPartition]), and asks the transaction coordinator
-//     ([KafkaTransport.DescribeEpoch]);
+//     with read_committed fetches ([KafkaTransport.ReadPartition] and the
+//     long poll of [KafkaTransport.WaitPartition]), and asks the transaction
+//     coordinator ([KafkaTransport.DescribeEpoch]);
 //   - one transactional client per role, with transactional.id = the role
 //     and transaction.timeout.ms = the lease duration, created by
 //     [KafkaTransport.AcquireEpoch] and by nothing else, because its
@@ -34,6 +36,15 @@ import (
 // or whose commit has an unknown outcome is closed at once and never used
 // again: franz-go would otherwise recover it with a fresh InitProducerId,
 // which must only ever happen in AcquireEpoch.
+//
+// Every call is bounded by the lease duration as well as by its context: a
+// call that outlasts a lease is of no use to a holder, whose standbys
+// challenge at the deadline anyway. The transport starts no goroutine of its
+// own; franz-go's clients run theirs until Close.
+//
+// Kafka answers a commit before the coordinator has written the commit
+// markers, so a read_committed reader, ReadPartition included, sees a
+// committed record a moment (milliseconds) after the commit returned.
 //
 // # Transaction versions
 //
