@@ -368,18 +368,3 @@ func (d *Dispatcher) InDoubt() []string {
 	}
 	return ids
 }
-
-// counts returns the pending and in-doubt command counts, for the gauges.
-func (d *Dispatcher) counts() (pending, inDoubt int64) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, c := range d.commands {
-		switch c.phase {
-		case phaseQueued, phaseIssued:
-			pending++
-		case phaseInDoubt:
-			inDoubt++
-		}
-	}
-	return pending, inDoubt
-}

@@ -333,10 +333,6 @@ func (h *harness) stop() error {
 	return err
 }
 
-func (h *harness) device() *recordingDevice {
-	return &recordingDevice{log: h.log, t: h.t}
-}
-
 // newCommand builds a valid command for device, due within ttl.
 func newCommand(id, device string, ttl time.Duration) Command {
 	now := time.Now()

@@ -151,12 +151,6 @@ func traceHeaders(span trace.SpanContext) []coordination.Header {
 	return headers
 }
 
-// spanFromHeaders reads the W3C trace context of record headers.
-func spanFromHeaders(headers []coordination.Header) trace.SpanContext {
-	ctx := propagation.TraceContext{}.Extract(context.Background(), headerCarrier{headers: &headers})
-	return trace.SpanContextFromContext(ctx)
-}
-
 // headerCarrier adapts record headers to the propagation API.
 type headerCarrier struct {
 	headers *[]coordination.Header

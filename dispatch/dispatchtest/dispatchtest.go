@@ -189,7 +189,7 @@ func checkSucceeds(ctx context.Context, target Target) error {
 	ctx, cancel := context.WithDeadline(ctx, cmd.Deadline)
 	defer cancel()
 	if _, err := target.Device.Dispatch(ctx, cmd, testToken()); err != nil {
-		return fmt.Errorf("Dispatch of a valid command: %w", err)
+		return fmt.Errorf("dispatch of a valid command: %w", err)
 	}
 	return nil
 }
@@ -200,7 +200,7 @@ func checkTokenDelivered(ctx context.Context, target Target) error {
 	ctx, cancel := context.WithDeadline(ctx, cmd.Deadline)
 	defer cancel()
 	if _, err := target.Device.Dispatch(ctx, cmd, token); err != nil {
-		return fmt.Errorf("Dispatch: %w", err)
+		return fmt.Errorf("dispatch: %w", err)
 	}
 	got, ok := target.Delivered(cmd.ID)
 	switch {
@@ -218,7 +218,7 @@ func checkCancelledBefore(ctx context.Context, target Target) error {
 	cancel()
 	_, err := dispatchWithin(ctx, target, cmd, target.cancelBound())
 	if err == nil {
-		return errors.New("Dispatch with a cancelled context succeeded; it must not act")
+		return errors.New("dispatch with a cancelled context succeeded; it must not act")
 	}
 	if errors.Is(err, errTooSlow) {
 		return err
@@ -246,7 +246,7 @@ func checkCancelHonoured(ctx context.Context, target Target) error {
 	select {
 	case a := <-done:
 		cancel()
-		return fmt.Errorf("Dispatch returned (%v) while the target was stalled", a.err)
+		return fmt.Errorf("dispatch returned (%v) while the target was stalled", a.err)
 	case <-time.After(target.cancelBound()):
 	}
 	cancelled := time.Now()
@@ -254,14 +254,14 @@ func checkCancelHonoured(ctx context.Context, target Target) error {
 	select {
 	case a := <-done:
 		if a.err == nil {
-			return errors.New("Dispatch reported success for a stalled call that was cancelled")
+			return errors.New("dispatch reported success for a stalled call that was cancelled")
 		}
 		if took := a.at.Sub(cancelled); took > target.cancelBound() {
-			return fmt.Errorf("Dispatch returned %v after the cancel, above %v", took, target.cancelBound())
+			return fmt.Errorf("dispatch returned %v after the cancel, above %v", took, target.cancelBound())
 		}
 		return classify(a.err)
 	case <-time.After(target.cancelBound()):
-		return fmt.Errorf("Dispatch did not return within %v of the cancel", target.cancelBound())
+		return fmt.Errorf("dispatch did not return within %v of the cancel", target.cancelBound())
 	}
 }
 
@@ -272,7 +272,7 @@ func checkUnreachable(ctx context.Context, target Target) error {
 	_, err := target.Unreachable.Dispatch(ctx, cmd, testToken())
 	switch {
 	case err == nil:
-		return errors.New("Dispatch to an unreachable target succeeded")
+		return errors.New("dispatch to an unreachable target succeeded")
 	case !dispatch.IsRetryable(err):
 		return fmt.Errorf("the error of an unreachable target is not marked retryable: %w", err)
 	}
@@ -286,7 +286,7 @@ func checkInvalid(ctx context.Context, target Target) error {
 	_, err := target.Device.Dispatch(ctx, cmd, testToken())
 	switch {
 	case err == nil:
-		return errors.New("Dispatch of a command the device must refuse succeeded")
+		return errors.New("dispatch of a command the device must refuse succeeded")
 	case !dispatch.IsRejected(err):
 		return fmt.Errorf("the refusal is not marked rejected: %w", err)
 	}
@@ -296,7 +296,7 @@ func checkInvalid(ctx context.Context, target Target) error {
 	return classify(err)
 }
 
-var errTooSlow = errors.New("Dispatch did not return within the cancel bound")
+var errTooSlow = errors.New("dispatch did not return within the cancel bound")
 
 // dispatchWithin calls Dispatch and gives up waiting after bound.
 func dispatchWithin(ctx context.Context, target Target, cmd dispatch.Command, bound time.Duration) (dispatch.Result, error) {
