@@ -91,6 +91,8 @@ func (d *Dispatcher) take(rec RequestRecord) error {
 		d.cfg.logger.Warn("dispatch: skipping a malformed request", "partition", d.requestTP, "offset", rec.Offset, "err", err)
 		return d.queueMark(mark)
 	}
+	// A request may leave its Deadline, and only that, for the dispatcher.
+	cmd = d.complete(cmd, time.Now())
 	span := d.tel.startIntake(rec.Headers, cmd, rec.Offset)
 	defer span.End()
 	_, err = d.accept(d.haltCtx, cmd, span.SpanContext(), mark)

@@ -159,3 +159,30 @@ func encodeRequestUnchecked(cmd Command) []byte {
 	writeCommand(&w, cmd)
 	return w.buf
 }
+
+func TestIntakeGivesARequestWithoutDeadlineOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &leaderLog{}
+		dev := &recordingDevice{log: log, t: t}
+		reqs := newFakeRequests()
+		value, err := EncodeRequest(Command{ID: "open-ended", Device: "valve", SubmittedAt: time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reqs.add(t, value)
+		h := newHarness(t, log, map[string]Device{"valve": dev}, WithRequestSource(reqs), WithCommandTimeout(42*time.Second))
+		h.start(t.Context())
+		synctest.Wait()
+		e, ok := log.issued(t, "open-ended")
+		if !ok {
+			t.Fatal("the request was not issued")
+		}
+		if got := e.Issued.Command.Deadline.Sub(e.Issued.Command.SubmittedAt); got != 42*time.Second {
+			t.Errorf("deadline %v after submission, want the command timeout", got)
+		}
+		if len(dev.seen()) != 1 {
+			t.Errorf("dispatches %+v", dev.seen())
+		}
+		h.stop()
+	})
+}

@@ -193,3 +193,21 @@ func TestResolve(t *testing.T) {
 		h.stop()
 	})
 }
+
+func TestResolveRedispatchOfAnUnregisteredDeviceStaysInDoubt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &leaderLog{}
+		commitEntries(t, log, fakeToken(t, 3, 0), takeoverIssued(newCommand("orphan", "gone", time.Hour)))
+		h := newHarness(t, log, map[string]Device{})
+		h.start(t.Context())
+		synctest.Wait() // the takeover records it in doubt
+		out, err := h.d.Resolve(t.Context(), "orphan", ResolveRedispatch)
+		if err != nil || out.Status != StatusInDoubt || out.Attempt != 2 {
+			t.Errorf("resolve: %+v %v, want in doubt again at attempt 2", out, err)
+		}
+		if got := h.d.InDoubt(); len(got) != 1 {
+			t.Errorf("InDoubt %v", got)
+		}
+		h.stop()
+	})
+}

@@ -34,9 +34,11 @@ func (d *Dispatcher) enqueueJob(c *command, token coordination.FencingToken, att
 		device, err := d.registry.Lookup(c.cmd.Device)
 		if err != nil {
 			// The device was checked when the command was accepted, and a
-			// registry only grows; this is a recovery of a command whose
-			// device is gone. It stays pending for an operator.
-			d.cfg.logger.Error("dispatch: no device for an issued command", "command", c.cmd.ID, "err", err)
+			// registry only grows, so only an operator's redispatch of a
+			// command whose device is gone lands here: it goes back in doubt.
+			if it, ierr := d.outcomeItem(c, Outcome{Status: StatusInDoubt, Attempt: attempt, Reason: err.Error()}); ierr == nil {
+				d.enqueue(it)
+			}
 			return
 		}
 		l = &lane{name: c.cmd.Device, device: device}
