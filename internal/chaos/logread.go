@@ -16,9 +16,10 @@ import (
 const DefaultRequestTimeout = 10 * time.Second
 
 // LogReader reads a partition of the command log, read_committed, from its
-// start to its last stable offset. It implements dispatch.LogReader, so the
-// members recover from the log with it and the checker reads what they
-// wrote with the same code.
+// start to its last stable offset. It implements dispatch.LogReader. Unlike
+// dispatch.KafkaLogReader, which the members recover with and the checker
+// reads with, it does not stop at a record that does not decode: it keeps an
+// entry of kind zero at its offset, so the checker can report it.
 type LogReader struct {
 	// Brokers are the bootstrap addresses.
 	Brokers []string

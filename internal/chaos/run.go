@@ -143,9 +143,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	_ = accepted.Close()
 
 	tp := coordination.TopicPartition{Topic: r.logTopic, Partition: 0}
-	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	log, err := LogReader{Brokers: cfg.Brokers}.ReadLog(rctx, tp)
-	cancel()
+	log, err := readLog(ctx, cfg.Brokers, tp)
 	if err != nil {
 		return Result{}, err
 	}
@@ -345,9 +343,7 @@ func (r *run) settle(ctx context.Context, ids []string) (int, error) {
 	deadline := time.Now().Add(r.cfg.Settle)
 	tp := coordination.TopicPartition{Topic: r.logTopic, Partition: 0}
 	for {
-		rctx, cancel := context.WithTimeout(ctx, time.Minute)
-		log, err := LogReader{Brokers: r.cfg.Brokers}.ReadLog(rctx, tp)
-		cancel()
+		log, err := readLog(ctx, r.cfg.Brokers, tp)
 		missing := len(ids)
 		if err == nil {
 			outcome := map[string]bool{}
@@ -376,4 +372,24 @@ func (r *run) settle(ctx context.Context, ids []string) (int, error) {
 		case <-time.After(2 * time.Second):
 		}
 	}
+}
+
+// readLog reads the role's log with dispatch's own reader, the one an
+// auditor uses. When that reader refuses a record that does not decode, it
+// reads again with LogReader, which keeps such a record as an entry of kind
+// zero, so that the checker reports it with its offset instead of the run
+// failing.
+func readLog(ctx context.Context, brokers []string, tp coordination.TopicPartition) ([]dispatch.Entry, error) {
+	reader, err := dispatch.NewKafkaLogReader(brokers)
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	log, err := reader.ReadLog(rctx, tp)
+	var malformed *dispatch.MalformedRecordError
+	if errors.As(err, &malformed) {
+		return LogReader{Brokers: brokers}.ReadLog(rctx, tp)
+	}
+	return log, err
 }

@@ -16,12 +16,14 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/internal/chaos"
+	"github.com/krabka-io/krabka-dispatch/internal/measure"
 )
 
 func main() {
@@ -46,10 +48,15 @@ func run() (bool, error) {
 	members := flag.Int("members", 3, "member processes")
 	rate := flag.Float64("rate", 20, "commands submitted per second")
 	lease := flag.Duration("lease", 4*time.Second, "lease duration of the members")
+	render := flag.String("render", "", "print the Markdown report of the finished run in this directory, and run nothing")
 	flag.Parse()
+	if *render != "" {
+		return renderRun(*render)
+	}
 	if *brokers == "" || *script == "" || *memberBin == "" {
 		return false, errors.New("-brokers (or $KRABKA_KAFKA_BROKERS), -kafka-script (or $KRABKA_KAFKA_SCRIPT) and -member-bin are required")
 	}
+	started := time.Now()
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano())
 	}
@@ -69,6 +76,40 @@ func run() (bool, error) {
 		return false, err
 	}
 	fmt.Print(chaos.Summary(res))
-	fmt.Printf("records and report.json in %s\n", *dir)
+	md := chaos.Markdown(res, facts(time.Now(), time.Since(started)))
+	if err := os.WriteFile(filepath.Join(*dir, "run.md"), []byte(md), 0o644); err != nil {
+		return false, err
+	}
+	fmt.Printf("records, report.json and run.md in %s\n", *dir)
+	return res.OK(), nil
+}
+
+// facts describes the host for the Markdown report.
+func facts(finished time.Time, wall time.Duration) chaos.RunFacts {
+	m := measure.ReadMachine()
+	return chaos.RunFacts{
+		Finished: finished,
+		Wall:     wall,
+		Machine:  fmt.Sprintf("%d CPUs, %.1f GiB, Linux %s (brokers, members and harness share them)", m.CPUs, float64(m.MemoryBytes)/(1<<30), m.Kernel),
+	}
+}
+
+// renderRun prints the Markdown report of a finished run. The run's wall
+// time runs from the time stamp that scripts/chaos.sh gives its directory
+// to the report's modification time.
+func renderRun(dir string) (bool, error) {
+	res, err := chaos.ReadResult(dir)
+	if err != nil {
+		return false, err
+	}
+	info, err := os.Stat(filepath.Join(dir, "report.json"))
+	if err != nil {
+		return false, err
+	}
+	var wall time.Duration
+	if start, err := time.Parse("20060102T150405Z", filepath.Base(dir)); err == nil {
+		wall = info.ModTime().Sub(start)
+	}
+	fmt.Print(chaos.Markdown(res, facts(info.ModTime(), wall)))
 	return res.OK(), nil
 }

@@ -116,7 +116,11 @@ func lead(ctx context.Context, l *coordination.Leadership, brokers []string, sou
 			return err
 		}
 	}
-	d, err := dispatch.NewDispatcher(l, registry, chaos.LogReader{Brokers: brokers},
+	logReader, err := dispatch.NewKafkaLogReader(brokers)
+	if err != nil {
+		return err
+	}
+	d, err := dispatch.NewDispatcher(l, registry, logReader,
 		dispatch.WithLogTopic(logTopic, 1),
 		dispatch.WithRequestsTopic(requestsTopic, 1),
 		dispatch.WithRequestSource(source),
