@@ -7,7 +7,11 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"go.uber.org/goleak"
 )
+
+// TestMain fails the package when a test leaves a goroutine behind.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // runCLI runs the command line against buffers and returns the exit code and
 // both streams.
