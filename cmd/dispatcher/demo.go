@@ -43,6 +43,9 @@ kfake does not fence like a real Kafka cluster; the demo shows the mechanism
 and its timeline, the test suite proves the fencing on a real cluster.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Complete(); err != nil {
+				return err
+			}
 			if err := o.Validate(); err != nil {
 				return err
 			}
@@ -56,6 +59,14 @@ and its timeline, the test suite proves the fencing on a real cluster.`,
 	return cmd
 }
 
+// Complete builds the logger of --verbose.
+func (o *DemoOptions) Complete() error {
+	if o.Verbose {
+		o.logger = slog.New(slog.NewTextHandler(o.Err, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return nil
+}
+
 // Validate checks the flags.
 func (o *DemoOptions) Validate() error {
 	if o.Commands < 2 {
@@ -63,9 +74,6 @@ func (o *DemoOptions) Validate() error {
 	}
 	if o.Lease < 500*time.Millisecond {
 		return usageErrorf("--lease %v: want at least 500ms", o.Lease)
-	}
-	if o.Verbose {
-		o.logger = slog.New(slog.NewTextHandler(o.Err, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return nil
 }
@@ -90,5 +98,8 @@ func (o *DemoOptions) Run(ctx context.Context) error {
 	}
 	fmt.Fprintf(o.Out, "\ndemo complete: %d commands succeeded, failover in %.2fs, %d log records verified clean.\n",
 		rep.Succeeded, rep.Failover.Seconds(), rep.Records)
+	if o.Hold == 0 {
+		fmt.Fprintln(o.Out, "Run it with --hold -1s to keep the status pages up; see README.md to run members on a real cluster.")
+	}
 	return nil
 }

@@ -43,6 +43,9 @@ redispatch does not succeed.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			o.id = a[0]
+			if err := o.Complete(); err != nil {
+				return err
+			}
 			if err := o.Validate(); err != nil {
 				return err
 			}
@@ -56,9 +59,14 @@ redispatch does not succeed.`,
 	return cmd
 }
 
+// Complete takes the token from the environment when no flag gave it.
+func (o *ResolveOptions) Complete() error {
+	o.API.complete()
+	return nil
+}
+
 // Validate checks the flags.
 func (o *ResolveOptions) Validate() error {
-	o.API.complete()
 	switch o.Action {
 	case dispatch.ResolveRedispatch.String(), dispatch.ResolveCancel.String():
 	default:
