@@ -94,20 +94,24 @@ type TxnProduce struct {
 	// TransactionalID names the producer; use a fresh one per run.
 	TransactionalID string
 
-	// Batch is the number of records per transaction.
+	// Batch is the number of commands per transaction.
 	Batch int
+
+	// RecordsPerCommand is the number of records each command writes; zero
+	// means one. A dispatcher writes two for a command: Issued and Outcome.
+	RecordsPerCommand int
 
 	// Duration is how long batches are started; the last one completes.
 	Duration time.Duration
 
-	// Record builds the key and value of the i-th record. The run writes
-	// the same records the dispatcher writes, so the caller passes the
-	// encoder.
+	// Record builds the key and value of the i-th record; record i belongs
+	// to command i / RecordsPerCommand. The run writes the same records the
+	// dispatcher writes, so the caller passes the encoder.
 	Record func(i int) (key, value []byte)
 }
 
-// MeasureTxnProduce runs transactions of Batch records back to back for
-// Duration and returns one latency per record: from the start of its
+// MeasureTxnProduce runs transactions of Batch commands back to back for
+// Duration and returns one latency per command: from the start of its
 // transaction to the return of the commit, the instant a dispatcher could
 // drive a device.
 func MeasureTxnProduce(ctx context.Context, cfg TxnProduce) (Summary, error) {
@@ -134,7 +138,8 @@ func MeasureTxnProduce(ctx context.Context, cfg TxnProduce) (Summary, error) {
 		return Summary{}, fmt.Errorf("init producer id: %w", err)
 	}
 
-	records := make([]*kgo.Record, cfg.Batch)
+	perCommand := max(1, cfg.RecordsPerCommand)
+	records := make([]*kgo.Record, cfg.Batch*perCommand)
 	var samples []time.Duration
 	n := 0
 	start := time.Now()
@@ -156,7 +161,7 @@ func MeasureTxnProduce(ctx context.Context, cfg TxnProduce) (Summary, error) {
 			return Summary{}, fmt.Errorf("commit: %w", err)
 		}
 		took := time.Since(began)
-		for range records {
+		for range cfg.Batch {
 			samples = append(samples, took)
 		}
 	}

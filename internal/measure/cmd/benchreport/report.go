@@ -97,8 +97,8 @@ func (r *report) writeSummary(w func(string, ...any)) {
 	for _, p := range r.e2e {
 		if p.batch == targetE2EBatch {
 			ratio := measure.Ratio(p.dispatch.Rate, p.raw.Rate)
-			w("| End-to-end commands/s at a batch of %d, share of raw transactional produce | >= %.1f | %.2f | %s |\n",
-				p.batch, targetE2ERatio, ratio, yes(ratio >= targetE2ERatio))
+			w("| End-to-end commands/s at a batch of %d, share of raw transactional produce of the same records | >= %.1f | %.2f (%.2f of Issued-only) | %s |\n",
+				p.batch, targetE2ERatio, ratio, measure.Ratio(p.dispatch.Rate, p.rawIssued.Rate), yes(ratio >= targetE2ERatio))
 		}
 	}
 	if len(r.handover) > 0 {
@@ -147,49 +147,55 @@ func (r *report) writeE2E(w func(string, ...any)) error {
 	w("`Dispatcher.Submit` and waits until the device has been driven for every one; a latency runs from the start of\n")
 	w("the round to the device's return, so it covers group commit (the Issued records committed under the token, acks=all,\n")
 	w("min.insync.replicas 2) and the dispatch. The outcome records commit in the background, in the transactions of\n")
-	w("later rounds. The ceiling is franz-go writing the same encoded Issued records, a batch per transaction, to a\n")
-	w("topic of the same settings, committing, and starting the next: what any dispatcher must at least pay before\n")
-	w("it may touch a device. Each point ran %s.\n\n", r.opts.point)
-	w("| Batch | Dispatch cmd/s | Raw cmd/s | Ratio | Dispatch p50 / p99 / p999 ms | Raw p50 / p99 / p999 ms | Samples (dispatch / raw) |\n|---:|---:|---:|---:|---|---|---|\n")
+	w("later rounds. Each point ran %s.\n\n", r.opts.point)
+	w("The **ceiling** is franz-go writing the same records the dispatcher writes for a command, its Issued and its\n")
+	w("Outcome record (encoded by `dispatch.EncodeEntry`), a batch of commands per transaction, to a topic of the same\n")
+	w("settings, committing, and starting the next. The **Issued-only** column writes the Issued records alone: the\n")
+	w("durability that must precede any dispatch, and the latency floor of submit-to-dispatch.\n\n")
+	w("| Batch | Dispatch cmd/s | Ceiling cmd/s | Ratio | Issued-only cmd/s | Ratio to Issued-only | Dispatch p50 / p99 / p999 ms | Issued-only p50 / p99 / p999 ms | Samples |\n|---:|---:|---:|---:|---:|---:|---|---|---:|\n")
 	var cats []string
-	var disp, raw, ratio, dp50, rp50, dp99, rp99, xs []float64
+	var disp, raw, rawIssued, ratio, dp50, rp50, dp99, rp99, xs []float64
 	for _, p := range r.e2e {
 		rt := measure.Ratio(p.dispatch.Rate, p.raw.Rate)
-		w("| %d | %.0f | %.0f | %.2f | %s / %s / %s | %s / %s / %s | %d / %d |\n", p.batch, p.dispatch.Rate, p.raw.Rate, rt,
+		w("| %d | %.0f | %.0f | %.2f | %.0f | %.2f | %s / %s / %s | %s / %s / %s | %d |\n", p.batch, p.dispatch.Rate, p.raw.Rate, rt,
+			p.rawIssued.Rate, measure.Ratio(p.dispatch.Rate, p.rawIssued.Rate),
 			measure.Millis(p.dispatch.P50), measure.Millis(p.dispatch.P99), measure.Millis(p.dispatch.P999),
-			measure.Millis(p.raw.P50), measure.Millis(p.raw.P99), measure.Millis(p.raw.P999), p.dispatch.Count, p.raw.Count)
+			measure.Millis(p.rawIssued.P50), measure.Millis(p.rawIssued.P99), measure.Millis(p.rawIssued.P999), p.dispatch.Count)
 		cats = append(cats, fmt.Sprint(p.batch))
-		disp, raw, ratio = append(disp, p.dispatch.Rate), append(raw, p.raw.Rate), append(ratio, rt)
-		dp50, rp50 = append(dp50, ms(p.dispatch.P50)), append(rp50, ms(p.raw.P50))
-		dp99, rp99 = append(dp99, ms(p.dispatch.P99)), append(rp99, ms(p.raw.P99))
+		disp, raw, rawIssued, ratio = append(disp, p.dispatch.Rate), append(raw, p.raw.Rate), append(rawIssued, p.rawIssued.Rate), append(ratio, rt)
+		dp50, rp50 = append(dp50, ms(p.dispatch.P50)), append(rp50, ms(p.rawIssued.P50))
+		dp99, rp99 = append(dp99, ms(p.dispatch.P99)), append(rp99, ms(p.rawIssued.P99))
 		xs = append(xs, float64(p.batch))
 	}
-	w("\nA quantile above the sample count's resolution (p999 of fewer than 1000 samples) equals the maximum.\n\n")
+	w("\nA quantile finer than the sample count resolves (p999 of fewer than 1000 samples) equals the maximum.\n\n")
 	for _, p := range r.e2e {
 		if p.batch != targetE2EBatch {
 			continue
 		}
 		rt := measure.Ratio(p.dispatch.Rate, p.raw.Rate)
 		if rt >= targetE2ERatio {
-			w("At a batch of %d the dispatcher reaches %.2f of the ceiling (target %.1f).\n\n", p.batch, rt, targetE2ERatio)
+			w("At a batch of %d the dispatcher reaches %.2f of the ceiling (target %.1f), %.2f of the Issued-only rate.\n\n",
+				p.batch, rt, targetE2ERatio, measure.Ratio(p.dispatch.Rate, p.rawIssued.Rate))
 		} else {
-			w("**Target missed:** at a batch of %d the dispatcher reaches %.2f of the ceiling, %.2f short of %.1f. Per round it\n",
+			w("**Target missed:** at a batch of %d the dispatcher reaches %.2f of the ceiling, %.2f short of %.1f. Beyond the\n",
 				p.batch, rt, targetE2ERatio-rt, targetE2ERatio)
-			w("writes the Issued records and, in later transactions, one outcome record per command (twice the records of\n")
-			w("the ceiling), takes a lease-freshness check before each dispatch, and hands each command from the commit\n")
-			w("loop to the device lane and back; on two shared cores those goroutine hand-offs and the broker's CPU compete.\n\n")
+			w("records the ceiling writes, each round of the dispatcher is serial where the ceiling's is not: the Issued\n")
+			w("records commit, then the device lane drives the commands one by one (with a lease-freshness check each), then\n")
+			w("the outcomes queue for the next transaction, and each command passes from the submitting goroutine to the\n")
+			w("commit loop to the lane and back. On two cores shared with three brokers those hand-offs compete with the\n")
+			w("brokers for CPU; the ceiling's client does nothing between its produce and its commit.\n\n")
 		}
 	}
 	file, link := r.opts.imgPath("e2e-throughput.png")
 	if err := measure.BarPlot(file, "Commands per second by batch size", "commands/s", cats,
-		[]measure.Series{{Name: "dispatcher (no-op device)", Values: disp}, {Name: "raw transactional produce", Values: raw}}); err != nil {
+		[]measure.Series{{Name: "dispatcher (no-op device)", Values: disp}, {Name: "ceiling: Issued + Outcome", Values: raw}, {Name: "Issued only", Values: rawIssued}}); err != nil {
 		return err
 	}
 	w("![End-to-end throughput](%s)\n\n", link)
 	file, link = r.opts.imgPath("e2e-latency.png")
 	if err := measure.LinePlot(file, "Latency by batch size", "batch size", "ms", xs,
 		[]measure.Series{{Name: "dispatcher p50", Values: dp50}, {Name: "dispatcher p99", Values: dp99},
-			{Name: "raw p50", Values: rp50}, {Name: "raw p99", Values: rp99}}, true, true); err != nil {
+			{Name: "Issued-only p50", Values: rp50}, {Name: "Issued-only p99", Values: rp99}}, true, true); err != nil {
 		return err
 	}
 	w("![End-to-end latency](%s)\n\n", link)

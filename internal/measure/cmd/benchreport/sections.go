@@ -43,9 +43,15 @@ func failover(ctx context.Context, o options, reader coordination.StateReader, p
 
 // e2ePoint is one batch size of the end-to-end comparison.
 type e2ePoint struct {
-	batch    int
+	batch int
+	// dispatch is the dispatcher.
 	dispatch measure.Summary
-	raw      measure.Summary
+	// raw is the ceiling: per command, its Issued and its Outcome record,
+	// a batch per transaction, as the dispatcher writes them.
+	raw measure.Summary
+	// rawIssued is the Issued records alone: the durability floor that
+	// comes before any dispatch.
+	rawIssued measure.Summary
 }
 
 // endToEnd compares the dispatcher with raw transactional produce of the
@@ -60,23 +66,46 @@ func endToEnd(ctx context.Context, o options, prefix string, newTopic func(strin
 		now := time.Now()
 		member, _ := coordination.NewMemberID("bench")
 		token, _ := coordination.NewFencingToken(1, 0)
+		issued := func(i int) ([]byte, []byte) {
+			cmd := measure.BenchCommand(role, "raw", i, now)
+			key, value, err := dispatch.EncodeEntry(dispatch.Entry{
+				Kind: dispatch.EntryIssued, Role: role, Token: token, Member: member.String(), At: now,
+				Issued: &dispatch.Issued{Command: cmd},
+			})
+			if err != nil {
+				panic(err) // a fixed, valid command: cannot fail
+			}
+			return key, value
+		}
+		outcome := func(i int) ([]byte, []byte) {
+			key, value, err := dispatch.EncodeEntry(dispatch.Entry{
+				Kind: dispatch.EntryOutcome, Role: role, Token: token, Member: member.String(), At: now,
+				Outcome: &dispatch.Outcome{CommandID: fmt.Sprintf("raw-%08d", i), Status: dispatch.StatusSucceeded, Attempt: dispatch.FirstAttempt},
+			})
+			if err != nil {
+				panic(err)
+			}
+			return key, value
+		}
 		raw, err := measure.MeasureTxnProduce(ctx, measure.TxnProduce{
 			Brokers: o.brokers, Topic: rawTopic, TransactionalID: role + "-raw",
-			Batch: batch, Duration: o.point,
-			Record: func(i int) ([]byte, []byte) {
-				cmd := measure.BenchCommand(role, "raw", i, now)
-				key, value, err := dispatch.EncodeEntry(dispatch.Entry{
-					Kind: dispatch.EntryIssued, Role: role, Token: token, Member: member.String(), At: now,
-					Issued: &dispatch.Issued{Command: cmd},
-				})
-				if err != nil {
-					panic(err) // a fixed, valid command: cannot fail
+			Batch: batch, Duration: o.point, RecordsPerCommand: 2,
+			Record: func(r int) ([]byte, []byte) {
+				if r%2 == 0 {
+					return issued(r / 2)
 				}
-				return key, value
+				return outcome(r / 2)
 			},
 		})
 		if err != nil {
 			return fmt.Errorf("raw produce, batch %d: %w", batch, err)
+		}
+		rawIssued, err := measure.MeasureTxnProduce(ctx, measure.TxnProduce{
+			Brokers: o.brokers, Topic: rawTopic, TransactionalID: role + "-raw-issued",
+			Batch: batch, Duration: o.point, Record: issued,
+		})
+		if err != nil {
+			return fmt.Errorf("raw produce of Issued records, batch %d: %w", batch, err)
 		}
 		logTopic, err := newTopic(fmt.Sprintf("log-b%d", batch))
 		if err != nil {
@@ -104,7 +133,7 @@ func endToEnd(ctx context.Context, o options, prefix string, newTopic func(strin
 		logf("batch %d: dispatch %.0f/s p50 %s p99 %s; raw %.0f/s p50 %s p99 %s; ratio %.2f", batch,
 			disp.Rate, measure.Millis(disp.P50), measure.Millis(disp.P99),
 			raw.Rate, measure.Millis(raw.P50), measure.Millis(raw.P99), measure.Ratio(disp.Rate, raw.Rate))
-		rep.e2e = append(rep.e2e, e2ePoint{batch: batch, dispatch: disp, raw: raw})
+		rep.e2e = append(rep.e2e, e2ePoint{batch: batch, dispatch: disp, raw: raw, rawIssued: rawIssued})
 	}
 	return nil
 }
