@@ -413,6 +413,8 @@ func TestKafkaResignHandover(t *testing.T) {
 // killed broker is the leader of the v2 role's partition. It is restarted at
 // the end, and the test waits until it is back in sync.
 func TestKafkaBrokerLossDuringRenewal(t *testing.T) {
+	// No test of another package may use the cluster while a broker is down.
+	kafkatest.LockFaults(t)
 	lease, err := coordination.NewLeaseConfig(10*time.Second, time.Second, time.Second)
 	if err != nil {
 		t.Fatal(err)

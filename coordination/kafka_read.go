@@ -101,9 +101,14 @@ func (t *KafkaTransport) ReadPartition(ctx context.Context, partition TopicParti
 			return nil, fmt.Errorf("coordination: read %s[%d] at offset %d: %w", partition.Topic, partition.Partition, r.next, err)
 		}
 		if next < 0 {
-			// The offset fell out of the log: the topic was truncated or
-			// recreated. Read it again from its start.
-			r.next, r.records = 0, make(map[string]StateRecord)
+			// The offset fell out of the log: retention or DeleteRecords
+			// moved its start, or the topic was truncated or recreated. Read
+			// it again from its start.
+			start, err := t.logStart(ctx, partition)
+			if err != nil {
+				return nil, fmt.Errorf("coordination: read %s[%d]: find the start of the log: %w", partition.Topic, partition.Partition, err)
+			}
+			r.next, r.records = start, make(map[string]StateRecord)
 			continue
 		}
 		for _, rec := range fp.Records {
@@ -158,9 +163,15 @@ func (t *KafkaTransport) WaitPartition(ctx context.Context, partition TopicParti
 			return fmt.Errorf("coordination: wait on %s[%d] after offset %d: %w", partition.Topic, partition.Partition, after, err)
 		}
 		if next < 0 {
-			// The offset is past the end of a truncated log; whatever comes
-			// next is new.
-			offset = 0
+			// The offset fell out of the log; wait from its start.
+			start, err := t.logStart(ctx, partition)
+			if err != nil {
+				if ctxErr := ctx.Err(); ctxErr != nil {
+					return ctxErr
+				}
+				return fmt.Errorf("coordination: wait on %s[%d]: find the start of the log: %w", partition.Topic, partition.Partition, err)
+			}
+			offset = start
 			continue
 		}
 		for _, rec := range fp.Records {
@@ -190,6 +201,32 @@ func (t *KafkaTransport) fetch(ctx context.Context, r *partitionReader, offset i
 		select {
 		case <-ctx.Done():
 			return kgo.FetchPartition{}, 0, fmt.Errorf("%w (last: %w)", ctx.Err(), err)
+		case <-time.After(kafkaRetryBackoff):
+		}
+	}
+}
+
+// logStart returns the first offset of the log of a partition.
+func (t *KafkaTransport) logStart(ctx context.Context, partition TopicPartition) (int64, error) {
+	for {
+		listed, err := t.admin.ListStartOffsets(ctx, partition.Topic)
+		if err == nil {
+			o, ok := listed.Lookup(partition.Topic, int32(partition.Partition))
+			switch {
+			case !ok:
+				err = kerr.UnknownTopicOrPartition
+			case o.Err != nil:
+				err = o.Err
+			default:
+				return o.Offset, nil
+			}
+		}
+		if !retriableErr(err) {
+			return 0, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("%w (last: %w)", ctx.Err(), err)
 		case <-time.After(kafkaRetryBackoff):
 		}
 	}

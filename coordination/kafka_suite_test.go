@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
@@ -191,6 +192,7 @@ func runTransportSuite(t *testing.T, env kafkaEnv) {
 	t.Run("AppendPinsPartition", func(t *testing.T) { testAppendPinsPartition(t, env) })
 	t.Run("ReadSkipsOpenTransaction", func(t *testing.T) { testReadSkipsOpenTransaction(t, env) })
 	t.Run("WaitPartition", func(t *testing.T) { testWaitPartition(t, env) })
+	t.Run("ReadAfterLogStartMoved", func(t *testing.T) { testReadAfterLogStartMoved(t, env) })
 	t.Run("NoProducerNoWrite", func(t *testing.T) { testNoProducerNoWrite(t, env) })
 }
 
@@ -531,6 +533,47 @@ func testWaitPartition(t *testing.T, env kafkaEnv) {
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("WaitPartition after a record landed: %v", err)
+	}
+}
+
+// testReadAfterLogStartMoved: when the start of the log moves past what a
+// reader read (retention, or DeleteRecords as here), a fresh reader starts at
+// the new start, and a reader that had read further carries on.
+func testReadAfterLogStartMoved(t *testing.T, env kafkaEnv) {
+	ctx := testCtx(t, 60*time.Second)
+	topic := kafkatest.UniqueName(t, "t")
+	env.createTopic(t, topic, 1)
+	partition := coordination.TopicPartition{Topic: topic}
+	role := uniqueRole(t)
+	early := env.transport(t, testLease(t))
+	for _, name := range []string{"m-1", "m-2", "m-3"} {
+		key := coordination.EncodeKey(coordination.RegistrationKey(role, member(t, name)))
+		if err := early.Append(ctx, partition, key, coordination.EncodeRegistration(coordination.Registration{Member: member(t, name)})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if records, err := early.ReadPartition(ctx, partition); err != nil || len(records) != 3 {
+		t.Fatalf("ReadPartition = %d records, %v; want 3", len(records), err)
+	}
+	var before kadm.Offsets
+	before.AddOffset(topic, 0, 2, -1)
+	deleted, err := kafkatest.Admin(t, env.brokers, env.opts...).DeleteRecords(ctx, before)
+	if err == nil {
+		err = deleted.Error()
+	}
+	if err != nil {
+		t.Fatalf("DeleteRecords: %v", err)
+	}
+
+	records, err := env.transport(t, testLease(t)).ReadPartition(ctx, partition)
+	if err != nil {
+		t.Fatalf("a fresh reader after the start moved: %v", err)
+	}
+	if len(records) != 1 || records[0].Offset != 2 {
+		t.Fatalf("a fresh reader read %+v, want the one record at offset 2", records)
+	}
+	if records, err := early.ReadPartition(ctx, partition); err != nil || len(records) != 3 {
+		t.Fatalf("the earlier reader: %d records, %v; want the 3 it read", len(records), err)
 	}
 }
 

@@ -34,12 +34,16 @@ const (
 // Brokers returns the bootstrap addresses of the real cluster from
 // KRABKA_KAFKA_BROKERS. It fails the test when the variable is unset: run
 // `bash scripts/services/10-kafka.sh start` and source .run/kafka/env.
+//
+// It also takes the cluster's fault lock shared until the end of the test,
+// so no test of another process kills a broker under it; see [LockFaults].
 func Brokers(t testing.TB) []string {
 	t.Helper()
 	v := strings.TrimSpace(os.Getenv(EnvBrokers))
 	if v == "" {
 		t.Fatalf("kafkatest: %s is not set; start the cluster with `bash scripts/services/10-kafka.sh start` and `. .run/kafka/env`", EnvBrokers)
 	}
+	lockShared(t)
 	return strings.Split(v, ",")
 }
 
@@ -169,8 +173,9 @@ func inSync(ctx context.Context, adm *kadm.Client, replication int, topics []str
 
 // KillBroker kills broker n (1 to [NumBrokers]) of the real cluster with
 // SIGKILL, as a crash would, and returns when the process is gone. The test
-// must restart it with [RestartBroker], typically in a t.Cleanup, so the
-// tests after it find three brokers.
+// must hold the fault lock ([LockFaults]) and restart the broker with
+// [RestartBroker], typically in a t.Cleanup, so the tests after it find three
+// brokers.
 func KillBroker(t testing.TB, n int) {
 	t.Helper()
 	runScript(t, 30*time.Second, "kill-broker", n)

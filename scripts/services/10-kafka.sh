@@ -17,6 +17,9 @@
 # node-N/server.log (broker output), node-N/pid, and env, which the tests source:
 #   export KRABKA_KAFKA_BROKERS=127.0.0.1:19092,127.0.0.1:19093,127.0.0.1:19094
 #   export KRABKA_KAFKA_SCRIPT=<this script>   (kill-broker / restart-broker)
+#   export KRABKA_KAFKA_DIR=<.run/kafka>       (faults.lock: a flock(1) lock that
+#                                               a fault injector holds exclusive
+#                                               and every other test shared)
 # A start that finds the cluster running borrows it: the stop that pairs with
 # it leaves the cluster running for whoever started it (counted in
 # .run/kafka/borrowed), so a test run on a developer machine does not take the
@@ -174,6 +177,7 @@ write_env() {
 	cat >"$run/env" <<EOF
 export KRABKA_KAFKA_BROKERS=$brokers
 export KRABKA_KAFKA_SCRIPT=$self
+export KRABKA_KAFKA_DIR=$run
 EOF
 }
 
