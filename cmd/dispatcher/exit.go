@@ -20,7 +20,8 @@ const (
 	// ExitUnavailable: the cluster (or a member's HTTP API) could not be
 	// reached within the timeout.
 	ExitUnavailable ExitCode = 3
-	// ExitAuditFailed: `log --verify` found the command log inconsistent.
+	// ExitAuditFailed: `log` (or `demo`) found the command log
+	// inconsistent.
 	ExitAuditFailed ExitCode = 4
 	// ExitNoLeader: `status` found no member holding a live lease.
 	ExitNoLeader ExitCode = 5
@@ -38,7 +39,7 @@ const exitCodeHelp = `Exit codes:
   1  error
   2  usage: bad flags, arguments or configuration file
   3  unavailable: the cluster or the member's HTTP API could not be reached
-  4  audit failed: log --verify found the command log inconsistent
+  4  audit failed: log (or demo) found the command log inconsistent
   5  no leader: status found no member holding a live lease
   6  misconfigured: topics found a topic whose settings break a guarantee
   7  command failed: submit --wait or resolve saw a state other than succeeded

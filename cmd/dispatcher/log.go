@@ -118,7 +118,7 @@ line.`,
 		},
 	}
 	o.Cluster.AddFlags(cmd.Flags())
-	cmd.Flags().VarP(&o.Output, "output", "o", "output format: table or json")
+	addOutputFlag(cmd, &o.Output)
 	cmd.Flags().BoolVar(&o.Verify, "verify", false, "print the verdict only")
 	cmd.Flags().BoolVarP(&o.Follow, "follow", "f", false, "keep printing records as they commit, until interrupted")
 	cmd.Flags().Int64Var(&o.From, "from", 0, "with --follow, the first offset to print")

@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/spf13/cobra"
 )
 
 // Output is the format a command prints its result in.
@@ -58,4 +60,13 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// addOutputFlag registers -o with its values in the help and in shell
+// completion.
+func addOutputFlag(cmd *cobra.Command, o *Output) {
+	cmd.Flags().VarP(o, "output", "o", "output format: table or json")
+	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return []string{string(OutputTable), string(OutputJSON)}, cobra.ShellCompDirectiveNoFileComp
+	})
 }

@@ -53,7 +53,7 @@ redispatch does not succeed.`,
 		},
 	}
 	o.API.AddFlags(cmd.Flags())
-	cmd.Flags().VarP(&o.Output, "output", "o", "output format: table or json")
+	addOutputFlag(cmd, &o.Output)
 	cmd.Flags().StringVar(&o.Action, "action", "", "redispatch or cancel (required)")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", DefaultCommandTimeout, "bound on the whole command")
 	return cmd

@@ -83,7 +83,7 @@ group and takes no epoch. It exits 5 when no member holds a live lease.`,
 		},
 	}
 	o.Cluster.AddFlags(cmd.Flags())
-	cmd.Flags().VarP(&o.Output, "output", "o", "output format: table or json")
+	addOutputFlag(cmd, &o.Output)
 	return cmd
 }
 

@@ -70,7 +70,7 @@ command succeeded.`,
 	}
 	o.Cluster.AddFlags(cmd.Flags())
 	o.API.AddFlags(cmd.Flags())
-	cmd.Flags().VarP(&o.Output, "output", "o", "output format: table or json")
+	addOutputFlag(cmd, &o.Output)
 	cmd.Flags().StringVar(&o.ID, "id", "", "command ID, the idempotency key (default: generated)")
 	cmd.Flags().StringVar(&o.Device, "device", "", "device name (required)")
 	cmd.Flags().StringVar(&o.Action, "action", "", "action, as the device defines it (required)")

@@ -95,7 +95,7 @@ reported and the command exits 6. --check creates nothing.`,
 		},
 	}
 	o.Cluster.AddFlags(cmd.Flags())
-	cmd.Flags().VarP(&o.Output, "output", "o", "output format: table or json")
+	addOutputFlag(cmd, &o.Output)
 	cmd.Flags().BoolVar(&o.Check, "check", false, "report only; create nothing")
 	cmd.Flags().IntVar(&o.ReplicationFactor, "replication-factor", DefaultReplicationFactor, "replication factor of new topics, and the least accepted of existing ones")
 	cmd.Flags().IntVar(&o.MinInsync, "min-insync-replicas", DefaultMinInsyncReplicas, "min.insync.replicas of new topics, and the least accepted of existing ones")
