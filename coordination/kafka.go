@@ -136,8 +136,8 @@ func NewKafkaTransport(lease LeaseConfig, brokers ...string) (*KafkaTransport, e
 // win over these options: a manual partitioner, acks=all,
 // idempotent writes, read_committed reads, and, for a role's producer, the
 // transactional id and the transaction timeout. It rejects options that set
-// a transactional id, a consumer group, or consumed topics, because the
-// transport creates those itself.
+// a transactional id, a consumer group, or consumed topics or partitions,
+// because the transport creates those itself.
 //
 // Capping the request versions below Kafka 4.0, for example with
 // kgo.MaxVersions(kversion.V3_9_0()), makes the transport run transactions
@@ -175,6 +175,9 @@ func checkClientOpts(cl *kgo.Client) error {
 	}
 	if topics, _ := cl.OptValue(kgo.ConsumeTopics).([]string); len(topics) > 0 {
 		return fmt.Errorf("coordination: kafka transport: option kgo.ConsumeTopics(%v): the transport reads partitions itself", topics)
+	}
+	if partitions, _ := cl.OptValue(kgo.ConsumePartitions).(map[string]map[int32]kgo.Offset); len(partitions) > 0 {
+		return errors.New("coordination: kafka transport: option kgo.ConsumePartitions: the transport reads partitions itself")
 	}
 	return nil
 }
