@@ -70,6 +70,12 @@ type FailoverTrial struct {
 	// Resigned is, for a graceful handover, the time from the signal to the
 	// old leader's return from Resign.
 	Resigned time.Duration
+
+	// Extra counts the other standbys that also acquired the role after
+	// the signal, within one stagger and one poll interval of the first:
+	// each took the role from the one before with a newer epoch. The
+	// stagger exists to make this rare.
+	Extra int
 }
 
 // Excess returns how far a crash failover ran past its bound; negative when
@@ -281,8 +287,22 @@ func (r *failoverRun) trial(ctx context.Context, leader string) (FailoverTrial, 
 	case <-tctx.Done():
 		return FailoverTrial{}, "", fmt.Errorf("no successor took %s after %s left: %w", r.role, leader, tctx.Err())
 	}
+	// A second standby that challenged at the same time takes the role
+	// from the first (a new epoch fences the first); count such extra
+	// acquisitions for one stagger and one poll interval more.
+	extra := 0
+	churn := time.After(r.cfg.Stagger + r.cfg.Poll)
+counting:
+	for {
+		select {
+		case <-wins:
+			extra++
+		case <-churn:
+			break counting
+		}
+	}
 	cancel() // release the other watchers
-	trial := FailoverTrial{From: leader, To: w.member, Measured: w.ev.Time().Sub(signalled)}
+	trial := FailoverTrial{From: leader, To: w.member, Measured: w.ev.Time().Sub(signalled), Extra: extra}
 	if r.cfg.Graceful {
 		if ev, ok := old.Last(EventResigned); ok {
 			trial.Resigned = ev.Time().Sub(signalled)
