@@ -36,7 +36,10 @@ const holderMember = "holder"
 //
 //	HOLD <token>                        it holds the role
 //	WROTE <token>                       a guarded write committed under token
-//	WRITEERR fenced=<bool> <error>      a guarded write failed
+//	WRITEERR fenced=<bool> ended=<bool> <error>
+//	                                    a guarded write failed; fenced says its
+//	                                    error wraps ErrFenced, ended that the
+//	                                    leadership had ended with ErrFenced
 //	DONE fenced=<bool> <error>          the leadership ended; the process exits
 func TestKafkaHolderProcess(t *testing.T) {
 	roleName := os.Getenv(envHolderRole)
@@ -85,7 +88,7 @@ func TestKafkaHolderProcess(t *testing.T) {
 			}}, nil
 		})
 		if err != nil {
-			say("WRITEERR fenced=%t %v", errors.Is(err, coordination.ErrFenced), err)
+			say("WRITEERR fenced=%t ended=%t %v", errors.Is(err, coordination.ErrFenced), errors.Is(l.Err(), coordination.ErrFenced), err)
 			continue
 		}
 		say("WROTE %s", token)
@@ -153,6 +156,28 @@ func (h *holderProc) waitFor(t *testing.T, prefix string, within time.Duration) 
 			}
 		case <-timeout:
 			t.Fatalf("the holder did not say %q within %v", prefix, within)
+		}
+	}
+}
+
+// linesUntil returns every line of the holder up to and including the
+// first that starts with prefix, and fails the test after within.
+func (h *holderProc) linesUntil(t *testing.T, prefix string, within time.Duration) []string {
+	t.Helper()
+	var lines []string
+	timeout := time.After(within)
+	for {
+		select {
+		case line, ok := <-h.lines:
+			if !ok {
+				t.Fatalf("the holder exited before it said %q; it said %q", prefix, lines)
+			}
+			lines = append(lines, line)
+			if strings.HasPrefix(line, prefix) {
+				return lines
+			}
+		case <-timeout:
+			t.Fatalf("the holder did not say %q within %v; it said %q", prefix, within, lines)
 		}
 	}
 }
