@@ -143,7 +143,7 @@ func (r *run) onEvent(e member.Event) {
 	case member.EventDeposed:
 		r.tl.print(e.Member, "leadership ended: %v", e.Err)
 	case member.EventResigned:
-		r.tl.print(e.Member, "resigned the role (token %s): a standby takes over at once", e.Token)
+		r.tl.print(e.Member, "resigned the role (token %s)", e.Token)
 	case member.EventAbandoned:
 		r.tl.print(e.Member, "stopped without resigning: it cannot reach the cluster")
 	}
@@ -196,7 +196,7 @@ func (r *run) story(ctx context.Context) error {
 			return err
 		}
 	}
-	r.printRoster(r.nodes[1])
+	r.printRoster(r.node(first.Member))
 	if o.OnServing != nil {
 		for _, n := range r.nodes {
 			o.OnServing(n.id, n.url)

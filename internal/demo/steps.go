@@ -227,8 +227,18 @@ func (r *run) verdict() error {
 	return nil
 }
 
-// shutdown stops the members (the survivors resign) and the world.
+// shutdown stops the members, the standbys first so the leader's
+// resignation hands the role to no one, and then the world.
 func (r *run) shutdown() {
+	for _, n := range r.nodes {
+		if n.member == nil {
+			n.stop()
+			continue
+		}
+		if _, leading := n.member.Leading(); !leading {
+			n.stop()
+		}
+	}
 	for _, n := range r.nodes {
 		n.stop()
 	}

@@ -48,13 +48,12 @@ func (m *Member) Leadership() httpapi.Leadership {
 			view.LeaseRemainingMS = left
 		}
 	}
-	holder, _ := m.state.Holder()
 	for _, e := range m.state.Roster {
 		rank, _ := m.state.RankOf(e.Member)
 		view.Roster = append(view.Roster, httpapi.RosterMember{
 			Member: e.Member.String(),
 			Rank:   rank,
-			Holder: e.Member == holder && lease != nil && lease.Member == holder,
+			Holder: view.Holder != "" && e.Member.String() == view.Holder,
 			URL:    m.cfg.Peers[e.Member.String()],
 		})
 	}
