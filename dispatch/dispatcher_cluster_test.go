@@ -96,14 +96,19 @@ func lead(t *testing.T, c cluster, tp topics, role coordination.Role, member str
 	}
 	runCtx, stop := context.WithCancel(context.Background())
 	ld := &leader{l: l, d: d, transport: transport, stop: stop, runErr: make(chan error, 1), done: make(chan struct{})}
+	var runErr error
 	go func() {
-		ld.runErr <- d.Run(runCtx)
+		runErr = d.Run(runCtx)
+		ld.runErr <- runErr
 		source.Close()
 		close(ld.done)
 	}()
 	t.Cleanup(func() {
 		stop()
 		<-ld.done
+		if t.Failed() {
+			t.Logf("the dispatcher of %s ended with: %v", member, runErr)
+		}
 		rctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		_ = l.Resign(rctx)
 		cancel()

@@ -58,14 +58,15 @@ const LogLagBound = 2 * time.Second
 // read found it.
 func (d *Device) findIssued(ctx context.Context, id string) (lag time.Duration, found bool, err error) {
 	start := time.Now()
-	for reads := 1; ; reads++ {
+	for missed := false; ; missed = true {
 		entries, err := d.log.ReadLog(ctx, d.logPartition)
-		if err != nil {
+		if err != nil && (time.Since(start) > LogLagBound || ctx.Err() != nil) {
 			return 0, false, err
 		}
+		// A read that failed (a broker away) is tried again, as a miss.
 		for _, e := range entries {
-			if e.Kind == dispatch.EntryIssued && e.Role == d.role && e.Issued.Command.ID == id {
-				if reads == 1 {
+			if err == nil && e.Kind == dispatch.EntryIssued && e.Role == d.role && e.Issued.Command.ID == id {
+				if !missed {
 					return 0, true, nil
 				}
 				return time.Since(start), true, nil
