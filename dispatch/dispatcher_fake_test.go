@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
+	"go.uber.org/goleak"
 )
 
 // fakeLeader is a Leader over an in-memory log. It commits a Write by
@@ -299,6 +300,9 @@ type harness struct {
 	registry *Registry
 	d        *Dispatcher
 	runErr   chan error
+	// before are the goroutines that ran before the dispatcher; stop
+	// checks that the dispatcher left no other behind.
+	before goleak.Option
 }
 
 func newHarness(t testing.TB, log *leaderLog, devices map[string]Device, options ...Option) *harness {
@@ -306,7 +310,7 @@ func newHarness(t testing.TB, log *leaderLog, devices map[string]Device, options
 	if log == nil {
 		log = &leaderLog{}
 	}
-	h := &harness{t: t, log: log, registry: NewRegistry(), runErr: make(chan error, 1)}
+	h := &harness{t: t, log: log, registry: NewRegistry(), runErr: make(chan error, 1), before: goleak.IgnoreCurrent()}
 	h.leader = newFakeLeader(t, log, fakeToken(t, 7, 0))
 	for name, dev := range devices {
 		if err := h.registry.Register(name, dev); err != nil {
@@ -330,6 +334,9 @@ func (h *harness) stop() error {
 	h.leader.end(fmt.Errorf("test over: %w", coordination.ErrNotHeld))
 	err := <-h.runErr
 	verifyClean(h.t, h.log)
+	if lerr := goleak.Find(h.before); lerr != nil {
+		h.t.Errorf("goroutines left after Run returned: %v", lerr)
+	}
 	return err
 }
 
