@@ -14,8 +14,11 @@ import (
 // under their names. On an error it closes the devices it created.
 func buildRegistry(cfg *config.Config, logger *slog.Logger) (*dispatch.Registry, error) {
 	registry := dispatch.NewRegistry()
+	// One pool for the process, so Modbus units behind one gateway or on one
+	// serial line share a bus and take turns on it.
+	buses := modbus.NewPool()
 	for i, d := range cfg.Devices {
-		dev, err := buildDevice(d, logger.With("device", d.Name))
+		dev, err := buildDevice(d, buses, logger.With("device", d.Name))
 		if err == nil {
 			err = registry.Register(d.Name, dev)
 		}
@@ -27,7 +30,7 @@ func buildRegistry(cfg *config.Config, logger *slog.Logger) (*dispatch.Registry,
 	return registry, nil
 }
 
-func buildDevice(d config.Device, logger *slog.Logger) (dispatch.Device, error) {
+func buildDevice(d config.Device, buses *modbus.Pool, logger *slog.Logger) (dispatch.Device, error) {
 	switch d.Type {
 	case config.DeviceMQTT:
 		c, err := d.MQTTConfig()
@@ -40,7 +43,7 @@ func buildDevice(d config.Device, logger *slog.Logger) (dispatch.Device, error) 
 		if err != nil {
 			return nil, err
 		}
-		return modbus.New(c)
+		return modbus.New(c, modbus.WithPool(buses))
 	}
 	return nil, fmt.Errorf("unknown device type %q", d.Type)
 }
