@@ -15,7 +15,9 @@
 //     command ID the log holds, the intake position, and the pending
 //     commands: issued, with no outcome of their latest attempt. Each
 //     pending command is settled as "Takeover" below says, before any new
-//     command.
+//     command. A read that fails for a reason a retry may cure is tried
+//     again while the leadership holds; a record that does not decode ends
+//     Run, because a leader must not act on part of its log.
 //  2. Intake. Commands arrive from the role's partition of the requests topic
 //     (read_committed, from the recovered intake position, with
 //     [WithRequestSource]) and from [Dispatcher.Submit], which the binary's

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -30,7 +31,7 @@ func (f LogReaderFunc) ReadLog(ctx context.Context, partition coordination.Topic
 // as the package doc's "Takeover" describes. The records it queues commit
 // in the first transactions of the leadership, ahead of any new command.
 func (d *Dispatcher) recover(ctx context.Context) error {
-	entries, err := d.log.ReadLog(ctx, d.logTP)
+	entries, err := d.readLog(ctx)
 	if err != nil {
 		return fmt.Errorf("dispatch: recover the log of role %s: %w", d.role, err)
 	}
@@ -107,6 +108,32 @@ func (d *Dispatcher) recover(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// readLog reads the role's log partition, trying again after a failure
+// that a retry may cure (a broker away, a timeout) for as long as ctx
+// allows. A record that does not decode fails at once: a leader must not act
+// on part of its log, and only an operator can repair it.
+func (d *Dispatcher) readLog(ctx context.Context) ([]Entry, error) {
+	backoff := d.cfg.writeRetryBackoff
+	for {
+		entries, err := d.log.ReadLog(ctx, d.logTP)
+		var malformed *MalformedRecordError
+		var format *LogFormatError
+		switch {
+		case err == nil:
+			return entries, nil
+		case errors.As(err, &malformed), errors.As(err, &format), ctx.Err() != nil:
+			return nil, err
+		}
+		d.cfg.logger.Warn("dispatch: reading the log failed; trying again", "partition", d.logTP, "err", err)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return nil, errors.Join(ctx.Err(), err)
+		}
+		backoff = min(2*backoff, d.cfg.maxRetryBackoff)
+	}
 }
 
 // takeOver queues the record that settles a command an earlier leader left

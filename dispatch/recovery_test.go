@@ -113,18 +113,47 @@ func TestTakeoverSettlesPendingCommands(t *testing.T) {
 	})
 }
 
-func TestRecoveryReadErrorEndsRun(t *testing.T) {
+func TestRecoveryRetriesTransientReadErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		boom := errors.New("no leader for partition")
-		leader := newFakeLeader(t, &leaderLog{}, fakeToken(t, 1, 0))
-		d, err := NewDispatcher(leader, NewRegistry(), LogReaderFunc(func(context.Context, coordination.TopicPartition) ([]Entry, error) {
-			return nil, boom
+		log := &leaderLog{}
+		commitEntries(t, log, fakeToken(t, 3, 0), takeoverIssued(newCommand("done", "valve", time.Hour)),
+			Entry{Kind: EntryOutcome, Outcome: &Outcome{CommandID: "done", Status: StatusSucceeded, Attempt: 1}})
+		leader := newFakeLeader(t, log, fakeToken(t, 4, 0))
+		reads := 0
+		d, err := NewDispatcher(leader, NewRegistry(), LogReaderFunc(func(ctx context.Context, tp coordination.TopicPartition) ([]Entry, error) {
+			if reads++; reads < 3 {
+				return nil, errors.New("unable to dial: connection refused")
+			}
+			return log.ReadLog(ctx, tp)
 		}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := d.Run(t.Context()); !errors.Is(err, boom) {
-			t.Errorf("Run returned %v", err)
+		go d.Run(t.Context())
+		out, err := d.Submit(t.Context(), newCommand("done", "valve", time.Hour))
+		if err != nil || out.Status != StatusSucceeded {
+			t.Errorf("a duplicate after a recovery that needed three reads: %+v %v", out, err)
+		}
+		if reads != 3 {
+			t.Errorf("%d reads, want 3", reads)
+		}
+		leader.end(coordination.ErrNotHeld)
+	})
+}
+
+func TestRecoveryEndsRunOnMalformedLog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		malformed := &MalformedRecordError{Offset: 7, Err: errors.New("truncated")}
+		leader := newFakeLeader(t, &leaderLog{}, fakeToken(t, 1, 0))
+		d, err := NewDispatcher(leader, NewRegistry(), LogReaderFunc(func(context.Context, coordination.TopicPartition) ([]Entry, error) {
+			return nil, errors.Join(malformed)
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got *MalformedRecordError
+		if err := d.Run(t.Context()); !errors.As(err, &got) || got.Offset != 7 {
+			t.Errorf("Run returned %v, want the malformed record", err)
 		}
 		if _, err := d.Submit(t.Context(), newCommand("c", "x", time.Minute)); !errors.Is(err, ErrHalted) {
 			t.Errorf("Submit after a failed recovery: %v", err)
