@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -356,15 +357,16 @@ func (d *Dispatcher) Lookup(id string) (outcome Outcome, ok bool) {
 }
 
 // InDoubt returns the IDs of the commands recorded in doubt and not yet
-// resolved, for an operator to [Dispatcher.Resolve].
+// resolved, in sorted order, for an operator to [Dispatcher.Resolve].
 func (d *Dispatcher) InDoubt() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var ids []string
 	for id, c := range d.commands {
-		if c.phase == phaseInDoubt {
+		if c.phase == phaseInDoubt && !c.resolving {
 			ids = append(ids, id)
 		}
 	}
+	slices.Sort(ids)
 	return ids
 }
