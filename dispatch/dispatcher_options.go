@@ -59,12 +59,12 @@ const (
 	// arrives without a Deadline: its deadline becomes its submission time
 	// plus this extent. Change it with [WithCommandTimeout].
 	DefaultCommandTimeout = time.Minute
-
-	// DefaultWriteRetryBackoff is the default wait before a transaction of
-	// the command log that failed without ending the leadership is tried
-	// again.
-	DefaultWriteRetryBackoff = 200 * time.Millisecond
 )
+
+// writeRetryBackoff is the wait before a transaction of the command log that
+// failed without ending the leadership is tried again, and the first wait
+// before a failed read of the log or the requests is.
+const writeRetryBackoff = 200 * time.Millisecond
 
 // Option configures a [Dispatcher]. Each option checks its own value; a
 // rejected option names the bad value and NewDispatcher returns its error.
@@ -106,7 +106,7 @@ func newConfig(options []Option) (*config, error) {
 		maxRetryBackoff:    DefaultMaxRetryBackoff,
 		safetyMargin:       DefaultSafetyMargin,
 		commandTimeout:     DefaultCommandTimeout,
-		writeRetryBackoff:  DefaultWriteRetryBackoff,
+		writeRetryBackoff:  writeRetryBackoff,
 		tracerProvider:     tracenoop.NewTracerProvider(),
 		meterProvider:      metricnoop.NewMeterProvider(),
 		logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),

@@ -18,6 +18,7 @@ type StaleTokenError struct {
 	Highest coordination.FencingToken
 }
 
+// Error names both tokens.
 func (e *StaleTokenError) Error() string {
 	return fmt.Sprintf("dispatch: token %s is below %s, already seen: a newer leader holds the role", e.Token, e.Highest)
 }

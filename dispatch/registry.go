@@ -21,6 +21,7 @@ type DuplicateDeviceError struct {
 	Name string
 }
 
+// Error names the device.
 func (e *DuplicateDeviceError) Error() string {
 	return fmt.Sprintf("dispatch: device %q is already registered", e.Name)
 }
@@ -32,6 +33,7 @@ type UnknownDeviceError struct {
 	Name string
 }
 
+// Error names the device.
 func (e *UnknownDeviceError) Error() string {
 	return fmt.Sprintf("dispatch: no device is registered as %q", e.Name)
 }

@@ -38,6 +38,7 @@ type UnknownCommandError struct {
 	ID string
 }
 
+// Error names the command.
 func (e *UnknownCommandError) Error() string {
 	return fmt.Sprintf("dispatch: the log holds no command %q", e.ID)
 }
@@ -52,6 +53,7 @@ type NotInDoubtError struct {
 	Status Status
 }
 
+// Error names the command and its status.
 func (e *NotInDoubtError) Error() string {
 	return fmt.Sprintf("dispatch: command %q is %s, not in doubt", e.ID, e.Status)
 }
