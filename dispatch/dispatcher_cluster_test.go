@@ -124,13 +124,25 @@ func readLog(t *testing.T, c cluster, tp topics) []dispatch.Entry {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	entries, err := r.ReadLog(ctx, tp.logPartition())
-	if err != nil {
-		t.Fatal(err)
+	// A broker that is away fails a read; the suite shares the cluster with
+	// tests that take brokers away, so a read is tried again for a while.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		entries, err := r.ReadLog(ctx, tp.logPartition())
+		cancel()
+		if err == nil {
+			return entries
+		}
+		if time.Now().After(deadline) || t.Context().Err() != nil {
+			t.Fatalf("read the log: %v", err)
+		}
+		t.Logf("read the log: %v; trying again", err)
+		select {
+		case <-time.After(500 * time.Millisecond):
+		case <-t.Context().Done():
+		}
 	}
-	return entries
 }
 
 // waitSettled polls the committed log until every command of ids has an
