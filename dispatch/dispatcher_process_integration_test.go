@@ -51,6 +51,40 @@ type memberProc struct {
 	name  string
 	cmd   *exec.Cmd
 	lines chan string
+
+	mu      sync.Mutex
+	leading bool // its last line said "leading"
+}
+
+// isLeading reports whether the member's last line said it leads.
+func (m *memberProc) isLeading() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.leading
+}
+
+// drain drops the lines the member printed so far.
+func (m *memberProc) drain() {
+	for {
+		select {
+		case <-m.lines:
+		default:
+			return
+		}
+	}
+}
+
+// leaderOf returns the member that leads now, and the other one.
+func leaderOf(t *testing.T, a, b *memberProc) (leader, other *memberProc) {
+	t.Helper()
+	switch {
+	case a.isLeading() && !b.isLeading():
+		return a, b
+	case b.isLeading() && !a.isLeading():
+		return b, a
+	}
+	t.Fatalf("cannot tell the leader: %s leading %v, %s leading %v", a.name, a.isLeading(), b.name, b.isLeading())
+	return nil, nil
 }
 
 // startMember starts a member of role with the recorder's devices; the
@@ -78,7 +112,14 @@ func startMember(t *testing.T, c cluster, tp topics, role coordination.Role, nam
 		defer close(m.lines)
 		scanner := bufio.NewScanner(stdout)
 		for scanner.Scan() {
-			m.lines <- scanner.Text()
+			line := scanner.Text()
+			m.mu.Lock()
+			m.leading = strings.HasPrefix(line, "leading")
+			m.mu.Unlock()
+			select {
+			case m.lines <- line:
+			default: // nobody waits for old lines
+			}
 		}
 	}()
 	t.Cleanup(func() {
@@ -172,10 +213,12 @@ func TestLeaderKilledMidStream(t *testing.T) {
 
 	result := stream(t, client, role, "cmd", 150, "valve", "pump")
 	waitDispatches(t, server, "30 dispatches", 30*time.Second, func(d []recorder.Dispatch) bool { return len(d) >= 30 })
-	a.signal(t, syscall.SIGKILL)
+	victim, successor := leaderOf(t, a, b)
+	successor.drain()
+	victim.signal(t, syscall.SIGKILL)
 	killed := time.Now()
-	b.waitLine(t, "leading", 30*time.Second)
-	t.Logf("b took over %v after the kill", time.Since(killed))
+	successor.waitLine(t, "leading", 30*time.Second)
+	t.Logf("%s took over %v after %s was killed", successor.name, time.Since(killed), victim.name)
 	accepted := <-result
 
 	outcomes, entries := waitSettled(t, c, tp, role.String(), accepted, 90*time.Second)
@@ -197,7 +240,7 @@ func TestLeaderKilledMidStream(t *testing.T) {
 		}
 	}
 	t.Logf("%d commands accepted; dispatches by member %v; %d redispatched after the takeover", len(accepted), byMember, redispatched)
-	if byMember["b"] == 0 {
+	if byMember[successor.name] == 0 {
 		t.Error("the successor dispatched nothing")
 	}
 }
@@ -221,23 +264,26 @@ func TestLeaderPausedAndResumed(t *testing.T) {
 
 	result := stream(t, client, role, "cmd", 150, "fenced", "plain")
 	waitDispatches(t, server, "20 dispatches", 30*time.Second, func(d []recorder.Dispatch) bool { return len(d) >= 20 })
-	a.signal(t, syscall.SIGSTOP)
-	paused := time.Now()
-	b.waitLine(t, "leading", 30*time.Second)
-	t.Logf("b took over %v after the pause", time.Since(paused))
+	paused, successor := leaderOf(t, a, b)
+	successor.drain()
+	paused.signal(t, syscall.SIGSTOP)
+	pausedAt := time.Now()
+	successor.waitLine(t, "leading", 30*time.Second)
+	t.Logf("%s took over %v after %s was paused", successor.name, time.Since(pausedAt), paused.name)
 	waitDispatches(t, server, "10 dispatches by the successor", 30*time.Second, func(ds []recorder.Dispatch) bool {
 		n := 0
 		for _, d := range ds {
-			if d.Member == "b" {
+			if d.Member == successor.name {
 				n++
 			}
 		}
 		return n >= 10
 	})
 	resumed := len(server.Dispatches())
-	a.signal(t, syscall.SIGCONT)
-	line := a.waitLine(t, "halted", 30*time.Second)
-	t.Logf("a after SIGCONT: %s", line)
+	paused.drain()
+	paused.signal(t, syscall.SIGCONT)
+	line := paused.waitLine(t, "halted", 30*time.Second)
+	t.Logf("%s after SIGCONT: %s", paused.name, line)
 	accepted := <-result
 
 	outcomes, entries := waitSettled(t, c, tp, role.String(), accepted, 90*time.Second)
@@ -278,7 +324,7 @@ func TestLeaderPausedAndResumed(t *testing.T) {
 	}
 	zombie := 0
 	for _, d := range all[resumed:] {
-		if d.Member == "a" {
+		if d.Member == paused.name {
 			zombie++
 		}
 	}
