@@ -3,8 +3,10 @@
 // in-process fake.
 //
 // Tests that carry the integration build tag call [Brokers] for the real
-// cluster, [CreateTopic] for a topic of their own, and [KillBroker] and
-// [RestartBroker] to take one broker away and bring it back. The script
+// cluster, [CreateTopic] for a topic of their own, and, after [LockFaults],
+// [KillBroker] and [RestartBroker] to take one broker away and bring it back.
+// The fault lock keeps a test that kills a broker apart from the tests of
+// every other package, which `go test ./...` runs at the same time. The script
 // writes the variables these read to .run/kafka/env; scripts/test.sh sources
 // that file. Under the integration tag a missing variable fails the test: a
 // skip would hide a missing cluster.
