@@ -13,16 +13,15 @@ import (
 )
 
 // Leader is the part of a leadership that a [Dispatcher] uses.
-// *coordination.Leadership satisfies it.
+// *coordination.Leadership satisfies it. The dispatcher never reads the
+// leadership's current token: it dispatches under the token that Write
+// returns for the record that allows the dispatch.
 type Leader interface {
 	// Role is the role the leadership holds.
 	Role() coordination.Role
 
 	// Member is the member that holds it.
 	Member() coordination.MemberID
-
-	// Token is the token the transaction coordinator holds for the role now.
-	Token() coordination.FencingToken
 
 	// Done closes when the leadership ends; Err then says why.
 	Done() <-chan struct{}

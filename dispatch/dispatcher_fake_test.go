@@ -353,3 +353,6 @@ func verifyClean(t testing.TB, log *leaderLog) {
 		t.Errorf("Verify: %s", v)
 	}
 }
+
+// The real leadership is a Leader.
+var _ Leader = (*coordination.Leadership)(nil)
