@@ -91,9 +91,9 @@ func TestDispatcherKfakeSmoke(t *testing.T) {
 // holdOnce blocks its first dispatch until the context ends, and acts on
 // every later one. It declares a redispatch safe.
 type holdOnce struct {
-	mu     sync.Mutex
-	calls  []coordination.FencingToken
-	held   chan struct{}
+	mu    sync.Mutex
+	calls []coordination.FencingToken
+	held  chan struct{}
 }
 
 func (h *holdOnce) Dispatch(ctx context.Context, _ dispatch.Command, token coordination.FencingToken) (dispatch.Result, error) {
