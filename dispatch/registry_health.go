@@ -22,7 +22,9 @@ func (r *Registry) CheckHealth(ctx context.Context) map[string]error {
 		}
 		checker, ok := device.(HealthChecker)
 		if !ok {
+			mu.Lock()
 			results[name] = nil
+			mu.Unlock()
 			continue
 		}
 		wg.Go(func() {
