@@ -102,8 +102,9 @@
 //   - [Redispatcher]: RedispatchSafe is asked at a takeover, for each command
 //     an earlier leader left pending. Without it, nothing is dispatched twice:
 //     such commands are recorded in doubt.
-//   - [HealthChecker]: CheckHealth is called for the binary's health endpoint
-//     and status output. Without it a device is reported healthy.
+//   - [HealthChecker]: [Registry.CheckHealth] calls CheckHealth for the
+//     binary's health endpoint and status output. Without it a device is
+//     reported healthy.
 //   - io.Closer: [Registry.Close] calls Close once, after the last Dispatch
 //     returned; it must not block indefinitely.
 //
