@@ -52,7 +52,9 @@ type GuardedWriter interface {
 	// transaction on any error, so the records commit all together or not at
 	// all. It returns an error that wraps [ErrFenced] when the broker rejects
 	// the token, and an error that wraps [ErrOutcomeUnknown] when it cannot
-	// tell whether the transaction committed.
+	// tell whether the transaction committed. With any other error it also
+	// returns the token that holds after the abort, which under v2 is bumped
+	// too, so the next write of the role carries the right epoch.
 	WriteGuarded(ctx context.Context, role Role, token FencingToken, records []GuardedRecord) (FencingToken, error)
 }
 
@@ -113,7 +115,14 @@ func (l *Leadership) Write(ctx context.Context, build func(token FencingToken) (
 		err = fmt.Errorf("coordination: guarded write to role %s under token %s: %w", l.role, token, err)
 		if endsLeadership(err) {
 			l.end(err)
+			return token, err
 		}
+		// The transport aborted the transaction, and under transactions v2
+		// the abort moved the epoch on as a commit does: the next write
+		// must carry the token the abort left.
+		l.mu.Lock()
+		l.token = laterToken(token, next)
+		l.mu.Unlock()
 		return token, err
 	}
 	l.mu.Lock()

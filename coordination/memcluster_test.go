@@ -21,8 +21,9 @@ import (
 //     fails with an error that wraps ErrFenced and changes nothing.
 //   - The epoch of a producer id wraps to a new producer id with epoch 0 at
 //     exhaustion.
-//   - With bumpOnCommit (Kafka's transactions v2) every commit bumps the
-//     epoch, and WriteGuarded reports the new token.
+//   - With bumpOnCommit (Kafka's transactions v2) every commit and every
+//     abort bumps the epoch, and WriteGuarded reports the new token, with the
+//     error of a write that failed and was aborted.
 //   - A guarded write commits all its records or none.
 //   - Reads see committed records in offset order; every partition numbers
 //     its records from zero.
@@ -292,6 +293,21 @@ func (m *memTransport) WriteGuarded(ctx context.Context, role Role, token Fencin
 	return m.transaction(ctx, "WriteGuarded", role, token, records)
 }
 
+// abort ends an open transaction of the role under token without its
+// records, and returns the token the coordinator holds afterwards: under
+// bumpOnCommit an abort bumps the epoch just as a commit does.
+func (c *memCluster) abort(role Role, token FencingToken) FencingToken {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.bumpOnCommit || c.current[role] != token {
+		return token
+	}
+	next := c.bumpLocked(token)
+	c.current[role] = next
+	c.owner[next] = role
+	return next
+}
+
 // transaction runs one transaction of the role's producer: the overlap check
 // spans the fault hook, so a hook that blocks holds the transaction open.
 func (m *memTransport) transaction(ctx context.Context, op string, role Role, token FencingToken, records []GuardedRecord) (FencingToken, error) {
@@ -320,6 +336,10 @@ func (m *memTransport) transaction(ctx context.Context, op string, role Role, to
 		}
 	}
 	if err != nil {
+		if !apply && !errors.Is(err, ErrOutcomeUnknown) && !errors.Is(err, ErrFenced) {
+			// The write failed cleanly and the producer aborted it.
+			return m.cluster.abort(role, token), err
+		}
 		return token, err
 	}
 	return next, nil

@@ -97,7 +97,12 @@ func (l *Leadership) renewLocked(ctx context.Context) error {
 		err = fmt.Errorf("coordination: renew lease of role %s as %s under token %s: %w", l.role, l.member, token, err)
 		if endsLeadership(err) {
 			l.end(err)
+			return err
 		}
+		// An abort under transactions v2 moves the epoch on; adopt it.
+		l.mu.Lock()
+		l.token = laterToken(token, next)
+		l.mu.Unlock()
 		return err
 	}
 	l.mu.Lock()

@@ -222,3 +222,52 @@ func TestWriteAfterSuccessor(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedWriteAdoptsAbortToken checks that a write or a renewal that fails
+// and is aborted leaves the leadership on the token the abort left: under
+// transactions v2 an abort bumps the epoch like a commit, and a leadership
+// that kept the old token would fence itself on its next write.
+func TestFailedWriteAdoptsAbortToken(t *testing.T) {
+	transient := errors.New("not enough replicas")
+	for _, mode := range txnModes {
+		t.Run(mode.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				_, transport, _, l := holder(t, mode.bump)
+				defer resign(t, l)
+				tp := TopicPartition{Topic: "dispatch.log", Partition: 3}
+				fail := func(ctx context.Context, op string) (error, bool) {
+					if op == "WriteGuarded" {
+						return transient, false
+					}
+					return nil, true
+				}
+
+				transport.setFault(fail)
+				before := l.Token()
+				if _, err := l.Write(context.Background(), func(FencingToken) ([]GuardedRecord, error) {
+					return []GuardedRecord{{Partition: tp, Key: []byte("k"), Value: []byte("v")}}, nil
+				}); !errors.Is(err, transient) {
+					t.Fatalf("Write: %v, want %v", err, transient)
+				}
+				if err := l.Renew(context.Background()); !errors.Is(err, transient) {
+					t.Fatalf("Renew: %v, want %v", err, transient)
+				}
+				transport.setFault(nil)
+				if l.Err() != nil {
+					t.Fatalf("a clean failure ended the leadership: %v", l.Err())
+				}
+				checkCoordinatorToken(t, transport, l)
+				if mode.bump != l.Token().Supersedes(before) {
+					t.Fatalf("token %s after two aborts under %s", l.Token(), before)
+				}
+
+				if _, err := l.Write(context.Background(), func(FencingToken) ([]GuardedRecord, error) {
+					return []GuardedRecord{{Partition: tp, Key: []byte("k"), Value: []byte("v")}}, nil
+				}); err != nil {
+					t.Fatalf("Write after the aborts: %v", err)
+				}
+				checkCoordinatorToken(t, transport, l)
+			})
+		})
+	}
+}
