@@ -1,11 +1,16 @@
 # krabka-dispatch. `make test` installs and starts every service the tests
-# need (a three-broker Kafka cluster, Mosquitto), runs every test with the race
-# detector, and stops the services again.
+# need (a three-broker Kafka cluster, Mosquitto, headless Chromium), runs every
+# test with the race detector, runs a two-minute chaos soak, and stops the
+# services again.
 
 GO ?= go
 STATICCHECK_VERSION := v0.8.2
+# DURATION is the length of a chaos run (make chaos DURATION=30m).
+DURATION ?= 2m
+# FUZZTIME is the budget of each fuzz target (make fuzz FUZZTIME=2m).
+FUZZTIME ?= 30s
 
-.PHONY: test test-unit lint fmt deps cluster-start cluster-stop
+.PHONY: test test-unit lint fmt deps bench bench-quick bench-dispatch chaos fuzz cluster-start cluster-stop
 
 test:
 	bash scripts/test.sh
@@ -26,3 +31,31 @@ fmt:
 
 deps:
 	bash scripts/deps.sh
+
+# bench measures every performance claim against a ceiling of the same run
+# and rewrites docs/PERFORMANCE.md with its plots (about ten minutes).
+bench:
+	bash scripts/bench.sh
+
+bench-quick:
+	bash scripts/bench.sh -quick
+
+# bench-dispatch compares the dispatcher end to end with raw transactional
+# produce of the same records at a batch of 100 on the real cluster.
+bench-dispatch: cluster-start
+	. .run/kafka/env && $(GO) run ./internal/bench/cmd/benchdispatch -batch 100 -commands 5000 -min-ratio 0.7
+
+# chaos kills, pauses and restarts members and brokers for DURATION, then
+# proves the dispatch guarantees from the devices' records and the log.
+chaos:
+	DURATION=$(DURATION) bash scripts/chaos.sh
+
+fuzz:
+	FUZZTIME=$(FUZZTIME) bash scripts/fuzz.sh
+
+cluster-start:
+	bash scripts/deps.sh
+	bash scripts/services/10-kafka.sh start
+
+cluster-stop:
+	bash scripts/services/10-kafka.sh stop 0

@@ -1,4 +1,4 @@
-//go:build integration && sasl
+//go:build integration
 
 package main
 
@@ -12,8 +12,8 @@ import (
 	"github.com/krabka-io/krabka-dispatch/internal/kafkatest"
 )
 
-// The SASL listener of the real cluster. The test runs with
-// -tags integration,sasl once scripts/services provides the listener.
+// The SASL listener of the real cluster, which scripts/services/10-kafka.sh
+// starts with one SCRAM user.
 const (
 	EnvSASLBrokers   = "KRABKA_KAFKA_SASL_BROKERS"
 	EnvSASLUser      = "KRABKA_KAFKA_SASL_USER"

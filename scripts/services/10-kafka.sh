@@ -11,7 +11,9 @@
 #   10-kafka.sh restart-broker N SIGKILL broker N if it runs, start it again on its
 #                                data, and wait until it logs that it started
 #
-# Brokers listen on 127.0.0.1:19092-19094, controllers on 127.0.0.1:19192-19194.
+# Brokers listen on 127.0.0.1:19092-19094, controllers on 127.0.0.1:19192-19194,
+# and a SASL_PLAINTEXT listener (SCRAM-SHA-512, SCRAM-SHA-256, PLAIN; one test
+# user) on 127.0.0.1:19292-19294 for the authentication tests.
 # The jars come from internal/kafkacluster/pom.xml (Maven, cached in ~/.m2).
 # Everything the cluster writes lives under .run/kafka/: node-N/data (log dirs),
 # node-N/server.log (broker output), node-N/pid, and env, which the tests source:
@@ -20,6 +22,8 @@
 #   export KRABKA_KAFKA_DIR=<.run/kafka>       (faults.lock: a flock(1) lock that
 #                                               a fault injector holds exclusive
 #                                               and every other test shared)
+#   export KRABKA_KAFKA_SASL_BROKERS=...  KRABKA_KAFKA_SASL_USER=...
+#   export KRABKA_KAFKA_SASL_PASSWORD=... KRABKA_KAFKA_SASL_MECHANISM=SCRAM-SHA-512
 # A start that finds the cluster running borrows it: the stop that pairs with
 # it leaves the cluster running for whoever started it (counted in
 # .run/kafka/borrowed), so a test run on a developer machine does not take the
@@ -36,6 +40,7 @@ pomdir="$root/internal/kafkacluster"
 libdir="$pomdir/target/lib"
 nodes=(1 2 3)
 brokers="127.0.0.1:19092,127.0.0.1:19093,127.0.0.1:19094"
+sasl_brokers="127.0.0.1:19292,127.0.0.1:19293,127.0.0.1:19294"
 voters="1@127.0.0.1:19192,2@127.0.0.1:19193,3@127.0.0.1:19194"
 start_timeout=${KRABKA_KAFKA_START_TIMEOUT:-120} # seconds, per wait
 stop_timeout=10                                  # seconds before SIGKILL
@@ -45,6 +50,12 @@ log() { echo "kafka: $*" >&2; }
 
 broker_port() { echo $((19091 + $1)); }
 controller_port() { echo $((19191 + $1)); }
+sasl_port() { echo $((19291 + $1)); }
+
+# The SASL listener's user, for the authentication tests: SCRAM credentials
+# are written at format time, PLAIN ones live in the listener's JAAS line.
+sasl_user=krabka
+sasl_password=krabka-secret
 
 # fetch_jars resolves the broker jars into $libdir once.
 fetch_jars() {
@@ -67,11 +78,15 @@ write_config() {
 process.roles=broker,controller
 node.id=$n
 controller.quorum.voters=$voters
-listeners=PLAINTEXT://127.0.0.1:$(broker_port "$n"),CONTROLLER://127.0.0.1:$(controller_port "$n")
-advertised.listeners=PLAINTEXT://127.0.0.1:$(broker_port "$n")
+listeners=PLAINTEXT://127.0.0.1:$(broker_port "$n"),SASL_PLAINTEXT://127.0.0.1:$(sasl_port "$n"),CONTROLLER://127.0.0.1:$(controller_port "$n")
+advertised.listeners=PLAINTEXT://127.0.0.1:$(broker_port "$n"),SASL_PLAINTEXT://127.0.0.1:$(sasl_port "$n")
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT
+sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256,PLAIN
+listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$sasl_user="$sasl_password";
 log.dirs=$dir/data
 auto.create.topics.enable=false
 num.partitions=1
@@ -178,6 +193,10 @@ write_env() {
 export KRABKA_KAFKA_BROKERS=$brokers
 export KRABKA_KAFKA_SCRIPT=$self
 export KRABKA_KAFKA_DIR=$run
+export KRABKA_KAFKA_SASL_BROKERS=$sasl_brokers
+export KRABKA_KAFKA_SASL_USER=$sasl_user
+export KRABKA_KAFKA_SASL_PASSWORD=$sasl_password
+export KRABKA_KAFKA_SASL_MECHANISM=SCRAM-SHA-512
 EOF
 }
 
@@ -222,6 +241,8 @@ fresh_start() {
 		write_config "$n"
 		java -Dlog4j2.configurationFile="$run/node-$n/log4j2.properties" -cp "$(classpath)" \
 			kafka.tools.StorageTool format -t "$id" -c "$run/node-$n/server.properties" \
+			--add-scram "SCRAM-SHA-512=[name=$sasl_user,password=$sasl_password]" \
+			--add-scram "SCRAM-SHA-256=[name=$sasl_user,password=$sasl_password]" \
 			>"$run/node-$n/format.log" 2>&1 ||
 			{
 				log "format of node $n failed:"
