@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
@@ -31,6 +32,7 @@ type Dispatcher struct {
 	Role string
 
 	leadership *coordination.Leadership
+	leader     *countingLeader
 	transport  *coordination.KafkaTransport
 	cancel     context.CancelFunc
 	done       chan error
@@ -96,7 +98,8 @@ func StartDispatcher(ctx context.Context, s DispatcherSetup) (*Dispatcher, error
 		opts = append(opts, dispatch.WithRequestSource(source))
 	}
 	opts = append(opts, s.Options...)
-	d, err := dispatch.NewDispatcher(l, registry, logReaderOf(s.Brokers), opts...)
+	counting := &countingLeader{Leadership: l}
+	d, err := dispatch.NewDispatcher(counting, registry, logReaderOf(s.Brokers), opts...)
 	if err != nil {
 		transport.Close()
 		return nil, err
@@ -109,7 +112,23 @@ func StartDispatcher(ctx context.Context, s DispatcherSetup) (*Dispatcher, error
 			source.Close()
 		}
 	}()
-	return &Dispatcher{D: d, Device: timing, Role: s.Role, leadership: l, transport: transport, cancel: stop, done: done}, nil
+	return &Dispatcher{D: d, Device: timing, Role: s.Role, leadership: l, leader: counting, transport: transport, cancel: stop, done: done}, nil
+}
+
+// Transactions returns how many guarded transactions the dispatcher has
+// written so far (lease renewals not included).
+func (d *Dispatcher) Transactions() int64 { return d.leader.writes.Load() }
+
+// countingLeader counts the dispatcher's guarded transactions.
+type countingLeader struct {
+	*coordination.Leadership
+	writes atomic.Int64
+}
+
+// Write implements dispatch.Leader.
+func (c *countingLeader) Write(ctx context.Context, build func(coordination.FencingToken) ([]coordination.GuardedRecord, error)) (coordination.FencingToken, error) {
+	c.writes.Add(1)
+	return c.Leadership.Write(ctx, build)
 }
 
 // Close halts the dispatcher, resigns the role and closes the transport.
@@ -198,16 +217,21 @@ func BenchCommand(role, prefix string, i int, now time.Time) dispatch.Command {
 // batch to the device's return: durable in the quorum, then driven. The
 // outcomes commit in the background, in the same transactions as later
 // batches.
-func MeasureSubmit(ctx context.Context, d *Dispatcher, batch int, duration time.Duration, prefix string) (Summary, error) {
+//
+// It also returns the mean number of transactions the dispatcher wrote per
+// round, outcomes included.
+func MeasureSubmit(ctx context.Context, d *Dispatcher, batch int, duration time.Duration, prefix string) (Summary, float64, error) {
 	if batch < 1 {
-		return Summary{}, errors.New("measure: batch below 1")
+		return Summary{}, 0, errors.New("measure: batch below 1")
 	}
+	txns0, rounds := d.Transactions(), 0
 	var samples []time.Duration
 	var wg sync.WaitGroup
 	errs := make(chan error, 1)
 	n := 0
 	start := time.Now()
 	for time.Since(start) < duration {
+		rounds++
 		began := time.Now()
 		ids := make([]string, batch)
 		for i := range ids {
@@ -233,9 +257,9 @@ func MeasureSubmit(ctx context.Context, d *Dispatcher, batch int, duration time.
 				wg.Wait()
 				select {
 				case serr := <-errs:
-					return Summary{}, fmt.Errorf("%w (submit: %w)", err, serr)
+					return Summary{}, 0, fmt.Errorf("%w (submit: %w)", err, serr)
 				default:
-					return Summary{}, err
+					return Summary{}, 0, err
 				}
 			}
 			samples = append(samples, at.Sub(began))
@@ -243,13 +267,14 @@ func MeasureSubmit(ctx context.Context, d *Dispatcher, batch int, duration time.
 		cancel()
 	}
 	elapsed := time.Since(start)
+	perRound := float64(d.Transactions()-txns0) / float64(max(1, rounds))
 	wg.Wait()
 	select {
 	case err := <-errs:
-		return Summary{}, fmt.Errorf("submit: %w", err)
+		return Summary{}, 0, fmt.Errorf("submit: %w", err)
 	default:
 	}
-	return Summarize(samples, elapsed), nil
+	return Summarize(samples, elapsed), perRound, nil
 }
 
 // PendingMemory measures the heap that the dispatcher holds per pending

@@ -52,6 +52,9 @@ type e2ePoint struct {
 	// rawIssued is the Issued records alone: the durability floor that
 	// comes before any dispatch.
 	rawIssued measure.Summary
+	// txnsPerRound is the mean number of transactions the dispatcher
+	// wrote per round (Issued and Outcome records together).
+	txnsPerRound float64
 }
 
 // endToEnd compares the dispatcher with raw transactional produce of the
@@ -125,7 +128,7 @@ func endToEnd(ctx context.Context, o options, prefix string, newTopic func(strin
 		if err != nil {
 			return fmt.Errorf("dispatcher, batch %d: %w", batch, err)
 		}
-		disp, err := measure.MeasureSubmit(ctx, d, batch, o.point, "e2e")
+		disp, txns, err := measure.MeasureSubmit(ctx, d, batch, o.point, "e2e")
 		d.Close()
 		if err != nil {
 			return fmt.Errorf("dispatch, batch %d: %w", batch, err)
@@ -133,7 +136,7 @@ func endToEnd(ctx context.Context, o options, prefix string, newTopic func(strin
 		logf("batch %d: dispatch %.0f/s p50 %s p99 %s; raw %.0f/s p50 %s p99 %s; ratio %.2f", batch,
 			disp.Rate, measure.Millis(disp.P50), measure.Millis(disp.P99),
 			raw.Rate, measure.Millis(raw.P50), measure.Millis(raw.P99), measure.Ratio(disp.Rate, raw.Rate))
-		rep.e2e = append(rep.e2e, e2ePoint{batch: batch, dispatch: disp, raw: raw, rawIssued: rawIssued})
+		rep.e2e = append(rep.e2e, e2ePoint{batch: batch, dispatch: disp, raw: raw, rawIssued: rawIssued, txnsPerRound: txns})
 	}
 	return nil
 }
@@ -208,7 +211,7 @@ func mqttSection(ctx context.Context, o options, prefix string, newTopic func(st
 	if err != nil {
 		return err
 	}
-	res.full, err = measure.MeasureSubmit(ctx, d, res.fullBatch, o.point, "mqtt-full")
+	res.full, _, err = measure.MeasureSubmit(ctx, d, res.fullBatch, o.point, "mqtt-full")
 	d.Close()
 	if err != nil {
 		return fmt.Errorf("dispatch through MQTT: %w", err)
