@@ -169,6 +169,19 @@ func (r *report) writeE2E(w func(string, ...any)) error {
 	}
 	w("\nA quantile finer than the sample count resolves (p999 of fewer than 1000 samples) equals the maximum.\n\n")
 	for _, p := range r.e2e {
+		for _, x := range []struct {
+			name string
+			s    measure.Summary
+		}{{"the dispatcher", p.dispatch}, {"the ceiling", p.raw}, {"Issued-only", p.rawIssued}} {
+			if x.s.P50 > 0 && x.s.Max > 20*x.s.P50 {
+				w("At a batch of %d, %s stalled: its slowest round took %s ms against a p50 of %s ms, and the rates of that\n",
+					p.batch, x.name, measure.Millis(x.s.Max), measure.Millis(x.s.P50))
+				w("point are lower for it. The machine and the cluster are shared (test suites that kill and restart brokers\n")
+				w("may run at the same time); rerun `make bench` on a quiet machine to separate the two.\n\n")
+			}
+		}
+	}
+	for _, p := range r.e2e {
 		if p.batch != targetE2EBatch {
 			continue
 		}
