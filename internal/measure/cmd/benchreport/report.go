@@ -190,19 +190,20 @@ func (r *report) writeE2E(w func(string, ...any)) error {
 			w("At a batch of %d the dispatcher reaches %.2f of the ceiling (target %.1f), %.2f of the Issued-only rate.\n\n",
 				p.batch, rt, targetE2ERatio, measure.Ratio(p.dispatch.Rate, p.rawIssued.Rate))
 		} else {
-			w("**Target missed:** at a batch of %d the dispatcher reaches %.2f of the ceiling, %.2f short of %.1f. Beyond the\n",
+			w("**Target missed:** at a batch of %d the dispatcher reaches %.2f of the ceiling, %.2f short of %.1f. Writing the\n",
 				p.batch, rt, targetE2ERatio-rt, targetE2ERatio)
-			w("records the ceiling writes, two things make a round of the dispatcher longer than one transaction. Group\n")
-			w("commit starts a transaction as soon as the first command of a burst is queued and does not linger, so a\n")
-			w("batch that the submitting goroutines enqueue over a few milliseconds is split into a small first transaction\n")
-			w("and the rest, which waits one commit more: here the dispatcher wrote %.1f transactions per round where the\n", p.txnsPerRound)
-			w("ceiling writes one, and its p50 is %.1f times the Issued-only p50.\n",
+			w("same records as the ceiling, a round of the dispatcher waits for more commits: it wrote %.1f transactions\n", p.txnsPerRound)
+			w("per round where the ceiling writes one, and its p50 is %.1f times the Issued-only p50. Group commit starts a\n",
 				measure.Ratio(float64(p.dispatch.P50), float64(p.rawIssued.P50)))
-			w("And the round is serial where the ceiling's is not: commit, then the device lane drives\n")
-			w("the commands one by one with a lease-freshness check each, then the outcomes queue for the next transaction;\n")
-			w("on two cores shared with three brokers every hand-off competes with the brokers for CPU. A short linger in\n")
-			w("the commit loop (bounded by a millisecond or two) is the likely fix for the first. The transactions are\n")
-			w("counted by a wrapper around the leadership's Write; which of them carried the outcomes is not.\n\n")
+			w("transaction as soon as anything is queued and does not linger. When a round's last command has been driven,\n")
+			w("its outcomes are queued and their transaction starts at once; the next round's commands arrive while it is in\n")
+			w("flight and wait for it, then commit in a transaction of their own. So each closed-loop round pays two serial\n")
+			w("commits where the ceiling, which writes a command's Issued and Outcome records in one, pays one. Under a\n")
+			w("continuous stream of commands, rather than rounds, outcomes and new commands share transactions; a short\n")
+			w("linger in the commit loop (a millisecond or two) would let them share here too. On two cores shared with three\n")
+			w("brokers, the hand-offs of each command (submitter, commit loop, device lane with its lease-freshness check,\n")
+			w("back) also compete with the brokers for CPU. The transactions are counted by a wrapper around the\n")
+			w("leadership's Write.\n\n")
 		}
 	}
 	file, link := r.opts.imgPath("e2e-throughput.png")
@@ -315,7 +316,8 @@ func (r *report) writeHandover(w func(string, ...any)) error {
 	w("## Graceful handover\n\n")
 	w("The same three processes and timings; each trial sends SIGTERM to the leader, which calls `Resign` (the lease\n")
 	w("tombstone) and exits, and times the instant a successor returns from `AcquireLeadership`. The standbys long-poll the\n")
-	w("coordination partition, so they see the tombstone without waiting out a poll interval. Target: p99 below %s.\n\n", targetHandoverP99)
+	w("coordination partition (`KafkaTransport.WaitPartition`), so they see the tombstone without waiting out a poll\n")
+	w("interval. Target: p99 below %s.\n\n", targetHandoverP99)
 	s := measure.Summarize(measured(r.handover), 0)
 	var resigned []time.Duration
 	for _, t := range r.handover {

@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"maps"
 	"sync"
 	"time"
@@ -14,20 +14,39 @@ import (
 )
 
 // countingTransport counts the operations that package coordination asks of
-// its transport, so a measurement can tell lease writes from reads.
+// its transport, so a measurement can tell lease writes from reads. It
+// passes the optional interfaces of the transport through, because
+// coordination asserts them on the transport it is given: a wrapper that hid
+// PartitionWaiter would make every standby poll instead of long-poll, and
+// the handover would measure the wrapper.
 type countingTransport struct {
 	inner   coordination.Transport
-	guarded coordination.GuardedWriter // nil when inner writes no guarded transactions
+	guarded coordination.GuardedWriter   // nil when inner writes no guarded transactions
+	waiter  coordination.PartitionWaiter // nil when inner cannot long-poll
 
 	mu     sync.Mutex
 	counts map[string]int64
 }
 
-var _ coordination.GuardedWriter = (*countingTransport)(nil)
+var (
+	_ coordination.GuardedWriter   = (*countingTransport)(nil)
+	_ coordination.PartitionWaiter = (*countingTransport)(nil)
+)
 
-func newCountingTransport(inner coordination.Transport) *countingTransport {
-	g, _ := inner.(coordination.GuardedWriter)
-	return &countingTransport{inner: inner, guarded: g, counts: map[string]int64{}}
+// newCountingTransport wraps a transport that implements GuardedWriter and
+// PartitionWaiter, as KafkaTransport does.
+func newCountingTransport(inner coordination.Transport) (*countingTransport, error) {
+	g, ok1 := inner.(coordination.GuardedWriter)
+	w, ok2 := inner.(coordination.PartitionWaiter)
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("holder: transport %T lacks GuardedWriter or PartitionWaiter", inner)
+	}
+	return &countingTransport{inner: inner, guarded: g, waiter: w, counts: map[string]int64{}}, nil
+}
+
+func (c *countingTransport) WaitPartition(ctx context.Context, partition coordination.TopicPartition, after int64) error {
+	c.add("WaitPartition")
+	return c.waiter.WaitPartition(ctx, partition, after)
 }
 
 func (c *countingTransport) add(op string) {
@@ -67,16 +86,8 @@ func (c *countingTransport) WriteLease(ctx context.Context, partition coordinati
 	return c.inner.WriteLease(ctx, partition, token, key, value)
 }
 
-// errNoGuarded reports a guarded write through a transport that has none;
-// coordination never asks for one then, because it asserts the interface on
-// the transport it is given, which is this wrapper.
-var errNoGuarded = errors.New("holder: the transport writes no guarded transactions")
-
 func (c *countingTransport) WriteGuarded(ctx context.Context, role coordination.Role, token coordination.FencingToken, records []coordination.GuardedRecord) (coordination.FencingToken, error) {
 	c.add("WriteGuarded")
-	if c.guarded == nil {
-		return coordination.FencingToken{}, errNoGuarded
-	}
 	return c.guarded.WriteGuarded(ctx, role, token, records)
 }
 

@@ -91,7 +91,10 @@ func run() error {
 		return err
 	}
 	defer transport.Close()
-	counted := newCountingTransport(transport)
+	counted, err := newCountingTransport(transport)
+	if err != nil {
+		return err
+	}
 
 	out := &emitter{enc: json.NewEncoder(os.Stdout)}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
