@@ -153,7 +153,6 @@ func (r *report) writeE2E(w func(string, ...any)) error {
 	w("settings, committing, and starting the next. The **Issued-only** column writes the Issued records alone: the\n")
 	w("durability that must precede any dispatch, and the latency floor of submit-to-dispatch.\n\n")
 	w("| Batch | Dispatch cmd/s | Ceiling cmd/s | Ratio | Issued-only cmd/s | Ratio to Issued-only | Dispatch p50 / p99 / p999 ms | Issued-only p50 / p99 / p999 ms | Samples | Dispatcher transactions per round |\n|---:|---:|---:|---:|---:|---:|---|---|---:|---:|\n")
-	var cats []string
 	var disp, raw, rawIssued, ratio, dp50, rp50, dp99, rp99, xs []float64
 	for _, p := range r.e2e {
 		rt := measure.Ratio(p.dispatch.Rate, p.raw.Rate)
@@ -161,7 +160,6 @@ func (r *report) writeE2E(w func(string, ...any)) error {
 			p.rawIssued.Rate, measure.Ratio(p.dispatch.Rate, p.rawIssued.Rate),
 			measure.Millis(p.dispatch.P50), measure.Millis(p.dispatch.P99), measure.Millis(p.dispatch.P999),
 			measure.Millis(p.rawIssued.P50), measure.Millis(p.rawIssued.P99), measure.Millis(p.rawIssued.P999), p.dispatch.Count, p.txnsPerRound)
-		cats = append(cats, fmt.Sprint(p.batch))
 		disp, raw, rawIssued, ratio = append(disp, p.dispatch.Rate), append(raw, p.raw.Rate), append(rawIssued, p.rawIssued.Rate), append(ratio, rt)
 		dp50, rp50 = append(dp50, ms(p.dispatch.P50)), append(rp50, ms(p.rawIssued.P50))
 		dp99, rp99 = append(dp99, ms(p.dispatch.P99)), append(rp99, ms(p.rawIssued.P99))
@@ -207,8 +205,8 @@ func (r *report) writeE2E(w func(string, ...any)) error {
 		}
 	}
 	file, link := r.opts.imgPath("e2e-throughput.png")
-	if err := measure.BarPlot(file, "Commands per second by batch size", "commands/s", cats,
-		[]measure.Series{{Name: "dispatcher (no-op device)", Values: disp}, {Name: "ceiling: Issued + Outcome", Values: raw}, {Name: "Issued only", Values: rawIssued}}); err != nil {
+	if err := measure.LinePlot(file, "Commands per second by batch size", "batch size", "commands/s", xs,
+		[]measure.Series{{Name: "dispatcher (no-op device)", Values: disp}, {Name: "ceiling: Issued + Outcome", Values: raw}, {Name: "Issued only", Values: rawIssued}}, true, true); err != nil {
 		return err
 	}
 	w("![End-to-end throughput](%s)\n\n", link)
