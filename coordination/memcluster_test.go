@@ -24,7 +24,9 @@ import (
 //   - With bumpOnCommit (Kafka's transactions v2) every commit and every
 //     abort bumps the epoch, and WriteGuarded reports the new token, with the
 //     error of a write that failed and was aborted.
-//   - A guarded write commits all its records or none.
+//   - A guarded write commits all its records or none, and every record
+//     remembers the transaction that committed it, so a test can tell one
+//     transaction of two records from two of one.
 //   - Reads see committed records in offset order; every partition numbers
 //     its records from zero.
 //   - One member's client runs one transaction of a role at a time; an
@@ -43,14 +45,18 @@ type memCluster struct {
 	owner    map[FencingToken]Role // every token ever minted, and its role
 	nextPID  int64
 	acquires int           // AcquireEpoch calls that minted a token
+	txns     int64         // transactions committed, the last one's number
+	txn      int64         // the transaction that appends now; 0 outside commit
 	changed  chan struct{} // closed and replaced on every append
 }
 
-// memRecord is a committed record and the token of the transaction that wrote
-// it; NoEpoch for a plain append.
+// memRecord is a committed record, the token of the transaction that wrote
+// it (NoEpoch for a plain append), and the number of that transaction (0 for a
+// plain append).
 type memRecord struct {
 	StateRecord
 	token   FencingToken
+	txn     int64
 	headers []Header
 }
 
@@ -128,9 +134,12 @@ func (c *memCluster) commit(role Role, token FencingToken, records []GuardedReco
 	if current := c.current[role]; current != token {
 		return token, fmt.Errorf("memcluster: token %s of role %s superseded by %s: %w", token, role, current, ErrFenced)
 	}
+	c.txns++
+	c.txn = c.txns
 	for _, r := range records {
 		c.appendLocked(r.Partition, r.Key, r.Value, token, r.Headers)
 	}
+	c.txn = 0
 	next := token
 	if c.bumpOnCommit {
 		next = c.bumpLocked(token)
@@ -149,6 +158,7 @@ func (c *memCluster) appendLocked(tp TopicPartition, key, value []byte, token Fe
 	c.logs[tp] = append(log, memRecord{
 		StateRecord: StateRecord{Offset: int64(len(log)), Key: slices.Clone(key), Value: slices.Clone(value)},
 		token:       token,
+		txn:         c.txn,
 		headers:     headers,
 	})
 }

@@ -124,16 +124,26 @@ func (l *Leadership) renewLocked(ctx context.Context) error {
 //
 // The leadership ends first: [Leadership.Err] wraps [ErrNotHeld] and
 // [Leadership.Done] closes before any write, and Resign waits for the renewal
-// goroutine to exit. The tombstone of the lease is bounded by ctx and by the
-// lease deadline, because a standby challenges at the deadline anyway, so a
-// lease that already expired gets no tombstone. Resign then writes a
-// tombstone on the registration of the member, bounded by ctx and by the poll
-// interval (a second at least): the member leaves the roster, so the first
-// standby takes rank 0 and challenges at once. A member that competes again
-// registers again, at the tail of the roster.
+// goroutine to exit. Resign then clears the lease and takes the member off
+// the roster, so the first standby takes rank 0 and challenges at once. A
+// member that competes again registers again, at the tail of the roster.
 //
-// Resign returns the errors of the two writes, and an error that wraps
-// ErrNotHeld when the leadership had already ended.
+// When the transport implements [GuardedWriter], the tombstone of the lease
+// and the tombstone of the member's registration go in one transaction of the
+// role's producer, under the epoch that is still this member's. A standby
+// then sees both with one commit, and it takes rank 0 on the read that shows
+// the lease cleared; with two writes it would wait for the second. The
+// transaction is bounded by ctx and by the lease deadline, because a standby
+// challenges at the deadline anyway. When it fails, or the lease already
+// expired (another member may hold a newer epoch by then, so no guarded write
+// is tried), the registration tombstone is appended on its own, as a
+// candidate registers. Without a GuardedWriter, the lease tombstone is a
+// [LeaseWriter.WriteLease] bounded the same way, and the registration
+// tombstone follows as an append. An append is bounded by ctx and by the poll
+// interval, a second at least.
+//
+// Resign returns the errors of the writes, and an error that wraps ErrNotHeld
+// when the leadership had already ended.
 func (l *Leadership) Resign(ctx context.Context) error {
 	if ctx == nil {
 		return errNilContext
@@ -150,36 +160,52 @@ func (l *Leadership) Resign(ctx context.Context) error {
 		return fmt.Errorf("coordination: resign role %s: %w", l.role, ctx.Err())
 	}
 	var errs []error
+	deregistered := false
 	if remaining := l.remaining(); remaining > 0 {
-		if err := l.clearLease(ctx, remaining); err != nil {
+		var err error
+		deregistered, err = l.clearLease(ctx, remaining)
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}
-	registerCtx, cancel := context.WithTimeout(ctx, max(l.poll, time.Second))
-	defer cancel()
-	if err := l.transport.Append(registerCtx, l.partition, l.regKey, nil); err != nil {
-		errs = append(errs, fmt.Errorf("coordination: deregister %s from role %s: %w", l.member, l.role, err))
+	if !deregistered {
+		registerCtx, cancel := context.WithTimeout(ctx, max(l.poll, time.Second))
+		defer cancel()
+		if err := l.transport.Append(registerCtx, l.partition, l.regKey, nil); err != nil {
+			errs = append(errs, fmt.Errorf("coordination: deregister %s from role %s: %w", l.member, l.role, err))
+		}
 	}
 	return errors.Join(errs...)
 }
 
 // clearLease writes the tombstone of the lease, bounded by the extent left.
-func (l *Leadership) clearLease(ctx context.Context, remaining time.Duration) error {
+// With a GuardedWriter the same transaction carries the tombstone of the
+// member's registration, and deregistered reports that it committed.
+func (l *Leadership) clearLease(ctx context.Context, remaining time.Duration) (deregistered bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, remaining)
 	defer cancel()
 	if err := l.acquireSlot(ctx); err != nil {
-		return fmt.Errorf("coordination: clear lease of role %s: %w", l.role, err)
+		return false, fmt.Errorf("coordination: clear lease of role %s: %w", l.role, err)
 	}
 	defer l.releaseSlot()
 	token := l.Token()
-	next, err := l.writeLeaseRecord(ctx, token, nil)
-	if err != nil {
-		return fmt.Errorf("coordination: clear lease of role %s under token %s: %w", l.role, token, err)
+	var next FencingToken
+	if l.guarded != nil {
+		next, err = l.guarded.WriteGuarded(ctx, l.role, token, []GuardedRecord{
+			{Partition: l.partition, Key: l.leaseKey},
+			{Partition: l.partition, Key: l.regKey},
+		})
+		deregistered = err == nil
+	} else {
+		next, err = l.writeLeaseRecord(ctx, token, nil)
 	}
 	l.mu.Lock()
 	l.token = laterToken(token, next)
 	l.mu.Unlock()
-	return nil
+	if err != nil {
+		return false, fmt.Errorf("coordination: clear lease of role %s under token %s: %w", l.role, token, err)
+	}
+	return deregistered, nil
 }
 
 // writeLeaseRecord writes one record on the lease key, a lease or a

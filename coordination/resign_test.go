@@ -1,6 +1,7 @@
 package coordination
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"testing"
@@ -129,6 +130,149 @@ func TestResignCancelled(t *testing.T) {
 		//lint:ignore SA1012 a nil context is bad input that must not panic
 		if err := l.Resign(nil); err == nil {
 			t.Fatal("Resign with a nil context succeeded")
+		}
+	})
+}
+
+// TestResignOneTransaction checks that Resign clears the lease and the
+// member's registration in one transaction, so that no read of the partition
+// shows the lease cleared while the resigned member still heads the roster,
+// and that the first standby challenges on the commit itself.
+func TestResignOneTransaction(t *testing.T) {
+	for _, mode := range txnModes {
+		t.Run(mode.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cluster, transport, clock, l := holder(t, mode.bump)
+				role, first, second := l.Role(), mustMember(t, "node-2"), mustMember(t, "node-3")
+				standby := startContender(waitingTransport{cluster.transport()}, role, first, testOptions(clock)...)
+				synctest.Wait()
+				other := startContender(waitingTransport{cluster.transport()}, role, second, testOptions(clock)...)
+				synctest.Wait()
+				if _, ok := standby.poll(); ok {
+					t.Fatal("the standby won against a live lease")
+				}
+				before := len(cluster.records(l.Partition()))
+				appends := transport.callCount("Append")
+
+				if err := l.Resign(context.Background()); err != nil {
+					t.Fatalf("Resign: %v", err)
+				}
+
+				records := cluster.records(l.Partition())
+				if len(records) < before+2 {
+					t.Fatalf("Resign wrote %d records, want 2", len(records)-before)
+				}
+				lease, reg := records[before], records[before+1]
+				if !bytes.Equal(lease.Key, EncodeKey(LeaseKey(role))) || !IsTombstone(lease.Value) {
+					t.Fatalf("first record of Resign: key %q value %q, want the lease tombstone", lease.Key, lease.Value)
+				}
+				if !bytes.Equal(reg.Key, EncodeKey(RegistrationKey(role, l.Member()))) || !IsTombstone(reg.Value) {
+					t.Fatalf("second record of Resign: key %q value %q, want the registration tombstone", reg.Key, reg.Value)
+				}
+				if lease.txn == 0 || lease.txn != reg.txn {
+					t.Fatalf("the tombstones committed in transactions %d and %d, want one", lease.txn, reg.txn)
+				}
+				if got := transport.callCount("Append"); got != appends {
+					t.Fatalf("Resign appended %d records outside the transaction", got-appends)
+				}
+
+				// Every read of the partition that shows the lease cleared
+				// ranks the first standby 0 and lets it challenge now. A read
+				// of committed records ends at a transaction's boundary.
+				for n := before + 1; n <= len(records); n++ {
+					if n < len(records) && records[n].txn != 0 && records[n].txn == records[n-1].txn {
+						continue // inside a transaction
+					}
+					prefix := make([]StateRecord, n)
+					for i, r := range records[:n] {
+						prefix[i] = r.StateRecord
+					}
+					state, err := BuildRoleState(role, prefix)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if state.Lease != nil {
+						t.Fatalf("a read of %d records shows the lease %+v after Resign", n, state.Lease)
+					}
+					if rank, ok := state.RankOf(first); !ok || rank != 0 {
+						t.Fatalf("a read of %d records ranks the first standby %d (registered %t), want 0", n, rank, ok)
+					}
+					if d := Evaluate(state, first, clock.NowMillis(), l.config); d.Action != ActionChallenge {
+						t.Fatalf("a read of %d records: the first standby gets %v, want a challenge", n, d.Action)
+					}
+				}
+
+				// The standby long-polls, so it wins on the commit, with no
+				// time passing on the role's clock; the second standby waits.
+				synctest.Wait()
+				r, ok := standby.poll()
+				if !ok || r.err != nil {
+					t.Fatalf("standby after a resignation: done %t, err %v", ok, r.err)
+				}
+				if r.leadership.Lease().GrantedAt != t0 {
+					t.Fatalf("standby lease %+v, want one granted at %d", r.leadership.Lease(), t0)
+				}
+				if _, ok := other.poll(); ok {
+					t.Fatal("the second standby took the role too")
+				}
+				other.stop(t)
+				standby.stop(t)
+			})
+		})
+	}
+}
+
+// TestResignWithoutGuardedWriter checks the path of a transport that writes
+// no guarded transactions: a lease write of the tombstone, then an append of
+// the registration tombstone.
+func TestResignWithoutGuardedWriter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cluster := newMemCluster(t)
+		clock := NewManualClock(t0)
+		inner := cluster.transport()
+		l, err := AcquireLeadership(context.Background(), plainTransport{inner}, mustRole(t, "controller"), mustMember(t, "node-1"), testOptions(clock)...)
+		if err != nil {
+			t.Fatalf("acquire: %v", err)
+		}
+		synctest.Wait()
+		leases, appends := inner.callCount("WriteLease"), inner.callCount("Append")
+		if err := l.Resign(context.Background()); err != nil {
+			t.Fatalf("Resign: %v", err)
+		}
+		if inner.callCount("WriteLease") != leases+1 || inner.callCount("Append") != appends+1 {
+			t.Fatalf("Resign wrote %d leases and appended %d records, want one of each",
+				inner.callCount("WriteLease")-leases, inner.callCount("Append")-appends)
+		}
+		state := cluster.state(l.Partition(), l.Role())
+		if state.Lease != nil {
+			t.Fatalf("lease after Resign: %+v", state.Lease)
+		}
+		if _, ok := state.RankOf(l.Member()); ok {
+			t.Fatal("the resigned member is still in the roster")
+		}
+	})
+}
+
+// TestResignTransactionFails checks that a failed transaction of the two
+// tombstones still takes the member off the roster with an append.
+func TestResignTransactionFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cluster, transport, _, l := holder(t, false)
+		transport.setFault(func(_ context.Context, op string) (error, bool) {
+			if op == "WriteGuarded" {
+				return errUnreachable, false
+			}
+			return nil, true
+		})
+		if err := l.Resign(context.Background()); !errors.Is(err, errUnreachable) {
+			t.Fatalf("Resign with a failing transaction: %v", err)
+		}
+		state := cluster.state(l.Partition(), l.Role())
+		if state.Lease == nil {
+			t.Fatal("an aborted transaction cleared the lease")
+		}
+		if _, ok := state.RankOf(l.Member()); ok {
+			t.Fatal("the resigned member is still in the roster after the append")
 		}
 	})
 }
