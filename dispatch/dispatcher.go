@@ -88,8 +88,9 @@ type Dispatcher struct {
 	ran      bool
 	halted   bool
 	commands map[string]*command
-	queue    []*item // records waiting for a transaction
-	queued   int     // command records in queue, bounded by maxQueued
+	queue    []*item   // records waiting for a transaction
+	queued   int       // command records in queue, bounded by maxQueued
+	since    time.Time // when the first record of queue queued
 	wake     chan struct{}
 	room     chan struct{} // closed and replaced when the queue shrinks
 	lanes    map[string]*lane

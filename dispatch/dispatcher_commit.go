@@ -86,6 +86,9 @@ func (d *Dispatcher) enqueue(items ...*item) {
 			d.queued++
 		}
 	}
+	if len(d.queue) == 0 {
+		d.since = time.Now()
+	}
 	d.queue = append(d.queue, items...)
 	select {
 	case d.wake <- struct{}{}:
@@ -243,7 +246,9 @@ func (d *Dispatcher) settle(c *command, o Outcome) {
 }
 
 // commitLoop runs one transaction at a time, each with every record that
-// queued while the one before was in flight, up to the batch bounds.
+// queued while the one before was in flight, up to the batch bounds. It
+// starts the next transaction as soon as the one before committed, unless
+// the first record queued less than the commit linger ago (see lingerFor).
 func (d *Dispatcher) commitLoop() {
 	for {
 		batch := d.takeBatch()
@@ -254,26 +259,90 @@ func (d *Dispatcher) commitLoop() {
 	}
 }
 
-// takeBatch waits for queued records and takes the next batch. It returns
-// nil when the dispatcher halted.
+// takeBatch waits for queued records, and for the commit linger, and takes
+// the next batch. It returns nil when the dispatcher halted.
 func (d *Dispatcher) takeBatch() []*item {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
 		d.mu.Lock()
 		if d.halted {
 			d.mu.Unlock()
 			return nil
 		}
+		var linger <-chan time.Time
 		if len(d.queue) > 0 {
-			break
+			wait := d.lingerFor()
+			if wait <= 0 {
+				break
+			}
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			linger = timer.C
 		}
 		d.mu.Unlock()
 		select {
 		case <-d.wake:
+		case <-linger:
 		case <-d.haltCtx.Done():
 		}
 	}
 	defer d.mu.Unlock()
-	records, bytes, n := 0, 0, 0
+	n := d.batchLen()
+	batch := d.queue[:n:n]
+	d.queue = d.queue[n:]
+	if len(d.queue) == 0 {
+		d.queue = nil
+	} else {
+		// What is left waited as long as the batch; it goes next, with no
+		// linger of its own.
+		d.since = time.Time{}
+	}
+	for _, it := range batch {
+		if it.counted {
+			d.queued--
+		}
+	}
+	close(d.room)
+	d.room = make(chan struct{})
+	return batch
+}
+
+// lingerFor returns how much longer the queued records wait for more to join
+// their transaction: the commit linger after the first of them queued, and
+// nothing once the batch is full or no submitter can add to it. The caller
+// holds d.mu, and the queue is not empty.
+func (d *Dispatcher) lingerFor() time.Duration {
+	if d.cfg.commitLinger <= 0 || d.queued >= d.cfg.maxQueued {
+		return 0
+	}
+	wait := d.cfg.commitLinger - time.Since(d.since)
+	if wait <= 0 {
+		return 0
+	}
+	if n, records, bytes := d.batchSize(); n < len(d.queue) || records >= d.cfg.maxBatchRecords || bytes >= d.cfg.maxBatchBytes {
+		return 0
+	}
+	return wait
+}
+
+// batchLen returns how many queued items the next transaction takes.
+func (d *Dispatcher) batchLen() int {
+	n, _, _ := d.batchSize()
+	return n
+}
+
+// batchSize returns how many queued items the next transaction takes, and the
+// records and encoded bytes they come to, within the batch bounds. The
+// caller holds d.mu.
+func (d *Dispatcher) batchSize() (n, records, bytes int) {
 	intake := false
 	for _, it := range d.queue {
 		add := 0
@@ -292,19 +361,7 @@ func (d *Dispatcher) takeBatch() []*item {
 		intake = intake || it.intake
 		n++
 	}
-	batch := d.queue[:n:n]
-	d.queue = d.queue[n:]
-	if len(d.queue) == 0 {
-		d.queue = nil
-	}
-	for _, it := range batch {
-		if it.counted {
-			d.queued--
-		}
-	}
-	close(d.room)
-	d.room = make(chan struct{})
-	return batch
+	return n, records, bytes
 }
 
 // commit writes batch in one transaction, retrying a failure that leaves the

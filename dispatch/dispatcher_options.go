@@ -20,6 +20,19 @@ const (
 	// records. Change it with [WithMaxBatchRecords].
 	DefaultMaxBatchRecords = 500
 
+	// DefaultCommitLinger is the default longest wait of group commit, after
+	// the first record queues, for more records to join its transaction. It
+	// plays the part of the producer's linger.ms for the command log: a burst
+	// of commands that submitters queue over a millisecond or two commits in
+	// one transaction rather than in a small first one and the rest, and
+	// the outcomes of a batch share a transaction with the commands that
+	// follow them. The price is that a lone command waits up to this long
+	// before its transaction starts, small beside the commit of a replicated
+	// transaction (tens of milliseconds at acks=all). A batch at its record,
+	// byte or queue bound does not wait. Change it with [WithCommitLinger];
+	// zero turns lingering off.
+	DefaultCommitLinger = 2 * time.Millisecond
+
 	// DefaultMaxBatchBytes is the default bound on the encoded keys and
 	// values of one transaction, 1 MiB, Kafka's default max.request.size.
 	// A single record above it still goes, alone. Change it with
@@ -66,6 +79,12 @@ const (
 // before a failed read of the log or the requests is.
 const writeRetryBackoff = 200 * time.Millisecond
 
+// defaultCommitLinger is the commit linger of a dispatcher built without
+// [WithCommitLinger]: [DefaultCommitLinger]. The package's tests of behaviour
+// that predates the linger set it to zero before they run, because they
+// check the state of the dispatcher at the instant a record queues.
+var defaultCommitLinger = DefaultCommitLinger
+
 // Option configures a [Dispatcher]. Each option checks its own value; a
 // rejected option names the bad value and NewDispatcher returns its error.
 type Option func(*config) error
@@ -78,6 +97,7 @@ type config struct {
 	requests           RequestSource
 	maxBatchRecords    int
 	maxBatchBytes      int
+	commitLinger       time.Duration
 	maxQueued          int
 	maxParallelDevices int
 	maxAttempts        int
@@ -99,6 +119,7 @@ func newConfig(options []Option) (*config, error) {
 		requestsPartitions: DefaultTopicPartitions,
 		maxBatchRecords:    DefaultMaxBatchRecords,
 		maxBatchBytes:      DefaultMaxBatchBytes,
+		commitLinger:       defaultCommitLinger,
 		maxQueued:          DefaultMaxQueued,
 		maxParallelDevices: DefaultMaxParallelDevices,
 		maxAttempts:        DefaultMaxAttempts,
@@ -197,6 +218,23 @@ func WithMaxBatchBytes(n int) Option {
 			return err
 		}
 		c.maxBatchBytes = n
+		return nil
+	}
+}
+
+// WithCommitLinger sets how long group commit waits, after the first record
+// queues, for more records before it starts a transaction of the command log,
+// overriding [DefaultCommitLinger]. Zero starts a transaction as soon as
+// anything is queued. The wait ends early when the batch reaches
+// [WithMaxBatchRecords], [WithMaxBatchBytes] or [WithMaxQueued], and when the
+// dispatcher halts. Records that queued while the previous transaction was in
+// flight for longer than d go as soon as it commits.
+func WithCommitLinger(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("dispatch: commit linger %v is negative", d)
+		}
+		c.commitLinger = d
 		return nil
 	}
 }
