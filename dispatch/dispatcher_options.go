@@ -23,15 +23,20 @@ const (
 	// DefaultCommitLinger is the default longest wait of group commit, after
 	// the first record queues, for more records to join its transaction. It
 	// plays the part of the producer's linger.ms for the command log: a burst
-	// of commands that submitters queue over a millisecond or two commits in
+	// of commands that submitters queue over a few milliseconds commits in
 	// one transaction rather than in a small first one and the rest, and
 	// the outcomes of a batch share a transaction with the commands that
 	// follow them. The price is that a lone command waits up to this long
 	// before its transaction starts, small beside the commit of a replicated
-	// transaction (tens of milliseconds at acks=all). A batch at its record,
-	// byte or queue bound does not wait. Change it with [WithCommitLinger];
-	// zero turns lingering off.
-	DefaultCommitLinger = 2 * time.Millisecond
+	// transaction (tens of milliseconds at acks=all).
+	//
+	// 3ms is measured: closed rounds of 100 commands on two cores, with
+	// commits of 40ms, wrote 2.0 transactions per round without a linger,
+	// about 1.25 with 2ms, and 1.05 to 1.2 with 3ms, where 5ms gained nothing
+	// more; driving a round and submitting the next takes a few
+	// milliseconds there. A batch at its record, byte or queue bound does not
+	// wait. Change it with [WithCommitLinger]; zero turns lingering off.
+	DefaultCommitLinger = 3 * time.Millisecond
 
 	// DefaultMaxBatchBytes is the default bound on the encoded keys and
 	// values of one transaction, 1 MiB, Kafka's default max.request.size.

@@ -299,4 +299,11 @@ func TestWithCommitLinger(t *testing.T) {
 	if err != nil || c.commitLinger != 0 {
 		t.Errorf("zero linger: %v, %v", c, err)
 	}
+	// Outside this package's tests a dispatcher lingers by default.
+	saved := defaultCommitLinger
+	defaultCommitLinger = DefaultCommitLinger
+	defer func() { defaultCommitLinger = saved }()
+	if c, err := newConfig(nil); err != nil || c.commitLinger != DefaultCommitLinger || DefaultCommitLinger <= 0 {
+		t.Errorf("default linger %v (%v), want DefaultCommitLinger %v", c.commitLinger, err, DefaultCommitLinger)
+	}
 }
