@@ -7,6 +7,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/krabka-io/krabka-dispatch/internal/kafkatest"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func TestResign(t *testing.T) {
@@ -147,6 +150,10 @@ func TestResignOneTransaction(t *testing.T) {
 				standby := startContender(waitingTransport{cluster.transport()}, role, first, testOptions(clock)...)
 				synctest.Wait()
 				other := startContender(waitingTransport{cluster.transport()}, role, second, testOptions(clock)...)
+				defer func() {
+					other.stop(t)
+					standby.stop(t)
+				}()
 				synctest.Wait()
 				if _, ok := standby.poll(); ok {
 					t.Fatal("the standby won against a live lease")
@@ -215,8 +222,6 @@ func TestResignOneTransaction(t *testing.T) {
 				if _, ok := other.poll(); ok {
 					t.Fatal("the second standby took the role too")
 				}
-				other.stop(t)
-				standby.stop(t)
 			})
 		})
 	}
@@ -275,4 +280,101 @@ func TestResignTransactionFails(t *testing.T) {
 			t.Fatal("the resigned member is still in the roster after the append")
 		}
 	})
+}
+
+// TestKafkaResignOneTransactionFake checks the same on the Kafka transport
+// against an in-process kfake cluster: the two tombstones are written by the
+// role's transactional producer, in one transaction at adjacent offsets, and
+// the standby takes the role. (kfake does not fence like Kafka; the handover
+// timing on a real cluster is TestKafkaResignHandover's.)
+func TestKafkaResignOneTransactionFake(t *testing.T) {
+	c := kafkatest.NewFake(t)
+	lease, err := NewLeaseConfig(3*time.Second, time.Second, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newTransport := func() *KafkaTransport {
+		tr, err := NewKafkaTransport(lease, c.ListenAddrs()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(tr.Close)
+		return tr
+	}
+	options := []Option{WithLeaseConfig(lease), WithPollInterval(100 * time.Millisecond)}
+	role, member := mustRole(t, "resign-fake"), mustMember(t, "node-1")
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	l, err := AcquireLeadership(ctx, newTransport(), role, member, options...)
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	standbyTransport := newTransport()
+	standby := startContender(standbyTransport, role, mustMember(t, "node-2"), options...)
+	defer standby.stop(t)
+	for {
+		records, err := standbyTransport.ReadPartition(ctx, l.Partition())
+		if err != nil {
+			t.Fatal(err)
+		}
+		state, err := BuildRoleState(role, records)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := state.RankOf(mustMember(t, "node-2")); ok {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the standby did not register")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	token := l.Token()
+	if err := l.Resign(ctx); err != nil {
+		t.Fatalf("Resign: %v", err)
+	}
+
+	select {
+	case r := <-standby.result:
+		standby.result <- r
+		if r.err != nil {
+			t.Fatalf("standby after a resignation: %v", r.err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the standby did not take the role after the resignation")
+	}
+
+	// Read the raw records: the tombstones carry the producer of the role.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{l.Partition().Topic: {int32(l.Partition().Partition): kgo.NewOffset().AtStart()}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	leaseKey, regKey := EncodeKey(LeaseKey(role)), EncodeKey(RegistrationKey(role, member))
+	var leaseTomb, regTomb *kgo.Record
+	for regTomb == nil || leaseTomb == nil {
+		fetches := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("the tombstones were not found: %v", err)
+		}
+		fetches.EachRecord(func(r *kgo.Record) {
+			switch {
+			case IsTombstone(r.Value) && bytes.Equal(r.Key, leaseKey) && leaseTomb == nil:
+				leaseTomb = r
+			case IsTombstone(r.Value) && bytes.Equal(r.Key, regKey):
+				regTomb = r
+			}
+		})
+	}
+	if regTomb.Offset != leaseTomb.Offset+1 {
+		t.Errorf("tombstones at offsets %d and %d, want adjacent", leaseTomb.Offset, regTomb.Offset)
+	}
+	for _, r := range []*kgo.Record{leaseTomb, regTomb} {
+		if r.ProducerID != token.ProducerID() || r.ProducerEpoch != token.ProducerEpoch() {
+			t.Errorf("tombstone at offset %d by producer %d epoch %d, want the role's %s", r.Offset, r.ProducerID, r.ProducerEpoch, token)
+		}
+	}
 }
