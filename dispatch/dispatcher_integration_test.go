@@ -172,7 +172,17 @@ func TestDispatcherOnCluster(t *testing.T) {
 		halted <- err
 	}()
 	<-blocker.started
-	before := len(readLog(t, c, tp))
+	// The blocked command's Issued record committed before its dispatch, and
+	// every record queued before it committed with it or earlier; a reader
+	// sees the commit once its markers land, a moment after the commit.
+	before := len(readLogUntil(t, c, tp, func(entries []dispatch.Entry) bool {
+		for _, e := range entries {
+			if e.Kind == dispatch.EntryIssued && e.CommandID() == "blocked" {
+				return true
+			}
+		}
+		return false
+	}))
 	ended := make(chan time.Time, 1)
 	go func() {
 		<-ld.l.Done()
