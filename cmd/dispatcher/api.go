@@ -38,13 +38,43 @@ func (o *APIOptions) complete() {
 	o.URL = strings.TrimRight(o.URL, "/")
 }
 
+// The backoff of a request that a member answered 503 Service Unavailable:
+// no leader is known yet (a member that just started, a failover under way)
+// or the leader is halting. Such a request was not accepted, so it is sent
+// again until ctx ends.
+const (
+	unavailableBackoffMin = 100 * time.Millisecond
+	unavailableBackoffMax = time.Second
+)
+
 // post sends body to path on the member, follows a redirect to the leader,
-// and decodes a 2xx answer into out. It returns the URL that answered.
+// and decodes a 2xx answer into out. It returns the URL that answered. An
+// answer of 503 is tried again with backoff until ctx ends, because the
+// member accepted nothing: a command ID makes the retry safe in any case.
 func (o *APIOptions) post(ctx context.Context, timeout time.Duration, path string, body, out any) (string, error) {
 	data, err := json.Marshal(body)
 	if err != nil {
 		return "", err
 	}
+	backoff := unavailableBackoffMin
+	for {
+		answered, err := o.postOnce(ctx, timeout, path, data, out)
+		if !errors.Is(err, errUnavailable) {
+			return answered, err
+		}
+		select {
+		case <-ctx.Done():
+			return answered, err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, unavailableBackoffMax)
+	}
+}
+
+// errUnavailable marks a 503 answer, which post tries again.
+var errUnavailable = errors.New("still unavailable when the time ran out")
+
+func (o *APIOptions) postOnce(ctx context.Context, timeout time.Duration, path string, data []byte, out any) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.URL+path, bytes.NewReader(data))
 	if err != nil {
 		return "", withCode(ExitUsage, fmt.Errorf("--url %q: %w", o.URL, err))
@@ -80,7 +110,7 @@ func (o *APIOptions) post(ctx context.Context, timeout time.Duration, path strin
 		err := fmt.Errorf("%s answered %s: %s", answered, resp.Status, e.Error)
 		switch {
 		case resp.StatusCode == http.StatusServiceUnavailable:
-			return answered, withCode(ExitUnavailable, err)
+			return answered, withCode(ExitUnavailable, fmt.Errorf("%w: %w", err, errUnavailable))
 		case resp.StatusCode == http.StatusBadRequest:
 			return answered, withCode(ExitUsage, err)
 		}
