@@ -118,27 +118,6 @@ func lead(t *testing.T, c cluster, tp topics, role coordination.Role, member str
 }
 
 // readLog reads the role's committed log.
-// readLogUntil reads the log until it satisfies done, for a record whose
-// commit a reader sees only once the commit markers land.
-func readLogUntil(t *testing.T, c cluster, tp topics, done func([]dispatch.Entry) bool) []dispatch.Entry {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		entries := readLog(t, c, tp)
-		if done(entries) {
-			return entries
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the log of %d records never showed the awaited record", len(entries))
-		}
-		select {
-		case <-time.After(50 * time.Millisecond):
-		case <-t.Context().Done():
-			t.Fatal(t.Context().Err())
-		}
-	}
-}
-
 func readLog(t *testing.T, c cluster, tp topics) []dispatch.Entry {
 	t.Helper()
 	r, err := dispatch.NewKafkaLogReader(c.brokers)
