@@ -227,6 +227,9 @@ func (o *TopicsOptions) reconcile(ctx context.Context, adm *kadm.Client, s topic
 			}
 			return r, unavailable(ctx, fmt.Errorf("create topic %s: %w", s.name, err))
 		}
+		if err := waitTopicReady(ctx, adm, s.name, s.partitions); err != nil {
+			return r, unavailable(ctx, err)
+		}
 		r.State = topicCreated
 		r.Partitions = s.partitions
 		r.ReplicationFactor = o.ReplicationFactor
@@ -240,16 +243,9 @@ func (o *TopicsOptions) reconcile(ctx context.Context, adm *kadm.Client, s topic
 	if r.ReplicationFactor < o.ReplicationFactor {
 		r.Problems = append(r.Problems, fmt.Sprintf("replication factor %d, want %d", r.ReplicationFactor, o.ReplicationFactor))
 	}
-	rc, err := adm.DescribeTopicConfigs(ctx, s.name)
+	cfg, err := describeTopicConfigs(ctx, adm, s.name)
 	if err != nil {
-		return r, unavailable(ctx, fmt.Errorf("describe configs of %s: %w", s.name, err))
-	}
-	cfg, err := rc.On(s.name, nil)
-	if err != nil {
-		return r, unavailable(ctx, fmt.Errorf("describe configs of %s: %w", s.name, err))
-	}
-	if cfg.Err != nil {
-		return r, unavailable(ctx, fmt.Errorf("describe configs of %s: %w", s.name, cfg.Err))
+		return r, unavailable(ctx, err)
 	}
 	have := make(map[string]string, len(cfg.Configs))
 	for _, c := range cfg.Configs {
@@ -261,6 +257,61 @@ func (o *TopicsOptions) reconcile(ctx context.Context, adm *kadm.Client, s topic
 		r.State = topicMisconfigured
 	}
 	return r, nil
+}
+
+// topicPoll is the gap between two looks at a topic that a broker does not
+// know yet: the controller has the topic, and each broker learns of it a
+// moment later.
+const topicPoll = 100 * time.Millisecond
+
+// waitTopicReady waits until the metadata shows every partition of a new
+// topic with a leader, so the topic is usable when topics returns.
+func waitTopicReady(ctx context.Context, adm *kadm.Client, name string, partitions int) error {
+	for {
+		details, err := adm.ListTopics(ctx, name)
+		if err == nil {
+			d := details[name]
+			ready := d.Err == nil && len(d.Partitions) == partitions
+			for _, p := range d.Partitions {
+				ready = ready && p.Err == nil && p.Leader >= 0
+			}
+			if ready {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("topic %s was created, and not every partition had a leader before the timeout: %w", name, ctx.Err())
+		case <-time.After(topicPoll):
+		}
+	}
+}
+
+// describeTopicConfigs reads the settings of a topic that the metadata
+// shows. The broker that answers may not know the topic yet when it is
+// young, so an unknown topic is asked about again until ctx ends.
+func describeTopicConfigs(ctx context.Context, adm *kadm.Client, name string) (kadm.ResourceConfig, error) {
+	for {
+		rc, err := adm.DescribeTopicConfigs(ctx, name)
+		var cfg kadm.ResourceConfig
+		if err == nil {
+			cfg, err = rc.On(name, nil)
+		}
+		if err == nil {
+			err = cfg.Err
+		}
+		if err == nil {
+			return cfg, nil
+		}
+		if !errors.Is(err, kerr.UnknownTopicOrPartition) {
+			return cfg, fmt.Errorf("describe configs of %s: %w", name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return cfg, fmt.Errorf("describe configs of %s: %w", name, err)
+		case <-time.After(topicPoll):
+		}
+	}
 }
 
 // checkConfigs compares an existing topic's settings with what its purpose
