@@ -198,7 +198,13 @@ func (r *failoverRun) waitRoster(ctx context.Context) error {
 			for member := range r.holders {
 				id, _ := coordination.NewMemberID(member)
 				entry, ok := state.Entry(id)
-				full = full && ok && entry.Offset > r.regOffset[member]
+				// A process not restarted yet must merely be registered:
+				// its first registration may sit at offset 0.
+				after, restarted := r.regOffset[member]
+				if !restarted {
+					after = -1
+				}
+				full = full && ok && entry.Offset > after
 			}
 			if full {
 				return nil
