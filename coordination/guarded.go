@@ -37,11 +37,12 @@ type GuardedRecord struct {
 // role. [Leadership.Write] needs it; [KafkaTransport] implements it.
 //
 // When the transport implements it, a [Leadership] writes its own lease
-// records through it too: every renewal and the tombstone of
-// [Leadership.Resign] is a guarded write of one record, so the token of the
-// leadership follows the token that each commit reports. Without it, the
-// leadership writes them with [LeaseWriter.WriteLease], and the token stays
-// the one that [Coordinator.AcquireEpoch] minted.
+// records through it too: every renewal is a guarded write of one record, so
+// the token of the leadership follows the token that each commit reports, and
+// [Leadership.Resign] clears the lease and the member's registration in one
+// guarded write of two tombstones. Without it, the leadership writes its lease
+// records with [LeaseWriter.WriteLease], and the token stays the one that
+// [Coordinator.AcquireEpoch] minted.
 type GuardedWriter interface {
 	// WriteGuarded writes the records in one transaction of the producer that
 	// minted token, and commits them. It returns the token that the

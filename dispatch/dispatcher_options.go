@@ -84,12 +84,6 @@ const (
 // before a failed read of the log or the requests is.
 const writeRetryBackoff = 200 * time.Millisecond
 
-// defaultCommitLinger is the commit linger of a dispatcher built without
-// [WithCommitLinger]: [DefaultCommitLinger]. The package's tests of behaviour
-// that predates the linger set it to zero before they run, because they
-// check the state of the dispatcher at the instant a record queues.
-var defaultCommitLinger = DefaultCommitLinger
-
 // Option configures a [Dispatcher]. Each option checks its own value; a
 // rejected option names the bad value and NewDispatcher returns its error.
 type Option func(*config) error
@@ -124,7 +118,7 @@ func newConfig(options []Option) (*config, error) {
 		requestsPartitions: DefaultTopicPartitions,
 		maxBatchRecords:    DefaultMaxBatchRecords,
 		maxBatchBytes:      DefaultMaxBatchBytes,
-		commitLinger:       defaultCommitLinger,
+		commitLinger:       DefaultCommitLinger,
 		maxQueued:          DefaultMaxQueued,
 		maxParallelDevices: DefaultMaxParallelDevices,
 		maxAttempts:        DefaultMaxAttempts,

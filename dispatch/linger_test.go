@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -13,16 +12,6 @@ import (
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
 )
-
-// TestMain runs the package's tests with the commit linger off unless a test
-// asks for one: the tests of group commit, lanes, intake and recovery that
-// came before the linger check the dispatcher's state the instant a record
-// queues, and a linger holds the transaction back. The tests in this file
-// set the linger they exercise with WithCommitLinger.
-func TestMain(m *testing.M) {
-	defaultCommitLinger = 0
-	os.Exit(m.Run())
-}
 
 // writeTimes records the instant each transaction of a fake leader starts to
 // commit, and the records it carries.
@@ -299,10 +288,6 @@ func TestWithCommitLinger(t *testing.T) {
 	if err != nil || c.commitLinger != 0 {
 		t.Errorf("zero linger: %v, %v", c, err)
 	}
-	// Outside this package's tests a dispatcher lingers by default.
-	saved := defaultCommitLinger
-	defaultCommitLinger = DefaultCommitLinger
-	defer func() { defaultCommitLinger = saved }()
 	if c, err := newConfig(nil); err != nil || c.commitLinger != DefaultCommitLinger || DefaultCommitLinger <= 0 {
 		t.Errorf("default linger %v (%v), want DefaultCommitLinger %v", c.commitLinger, err, DefaultCommitLinger)
 	}
