@@ -118,18 +118,19 @@ func (l *Leadership) Write(ctx context.Context, build func(token FencingToken) (
 			l.end(err)
 			return token, err
 		}
-		// The transport aborted the transaction, and under transactions v2
-		// the abort moved the epoch on as a commit does: the next write
-		// must carry the token the abort left.
-		l.mu.Lock()
-		l.token = laterToken(token, next)
-		l.mu.Unlock()
-		return token, err
 	}
+	// A commit moves the epoch under transactions v2, and so does the abort
+	// of a write that failed cleanly: the next write carries what it left.
+	l.adoptToken(token, next)
+	return token, err
+}
+
+// adoptToken moves the leadership's token to the later of the token a write
+// ran under and the token the transport reported after it.
+func (l *Leadership) adoptToken(token, next FencingToken) {
 	l.mu.Lock()
 	l.token = laterToken(token, next)
 	l.mu.Unlock()
-	return token, nil
 }
 
 // endsLeadership reports whether a write error ends the leadership: the

@@ -100,9 +100,7 @@ func (l *Leadership) renewLocked(ctx context.Context) error {
 			return err
 		}
 		// An abort under transactions v2 moves the epoch on; adopt it.
-		l.mu.Lock()
-		l.token = laterToken(token, next)
-		l.mu.Unlock()
+		l.adoptToken(token, next)
 		return err
 	}
 	l.mu.Lock()
@@ -199,9 +197,7 @@ func (l *Leadership) clearLease(ctx context.Context, remaining time.Duration) (d
 	} else {
 		next, err = l.writeLeaseRecord(ctx, token, nil)
 	}
-	l.mu.Lock()
-	l.token = laterToken(token, next)
-	l.mu.Unlock()
+	l.adoptToken(token, next)
 	if err != nil {
 		return false, fmt.Errorf("coordination: clear lease of role %s under token %s: %w", l.role, token, err)
 	}
