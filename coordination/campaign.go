@@ -52,8 +52,17 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 		state := c.fold(records)
 		now := clock.NowMillis()
 		decision := Evaluate(state, c.member, now, c.settings.lease)
+		if decision.Action == ActionHold {
+			// A live lease names this member, but this call holds no epoch:
+			// the lease is another incarnation's, which may be paused rather
+			// than gone and may still act on its lease. Wait for its
+			// deadline as a standby of rank 0 would; a resignation clears
+			// the lease sooner. Nothing else proves the old incarnation gone,
+			// because a paused process can fake any other sign.
+			decision = Decision{Action: ActionWait, WaitUntil: state.Lease.Deadline}
+		}
 		switch decision.Action {
-		case ActionHold, ActionChallenge:
+		case ActionChallenge:
 			l, err := c.challenge(ctx)
 			if err == nil {
 				return l, nil
@@ -125,11 +134,16 @@ func (c *campaign) challenge(ctx context.Context) (*Leadership, error) {
 	start := time.Now()
 	now := l.clock.NowMillis()
 	lease := l.config.Grant(c.member, token, now)
-	next, err := l.writeLeaseRecord(ctx, token, EncodeLease(lease))
+	next, offset, err := l.writeLeaseRecord(ctx, token, EncodeLease(lease))
 	if err != nil {
 		return nil, c.cause(ctx, "write the first lease under token "+token.String(), err)
 	}
-	l.token = laterToken(token, next)
+	// The first lease record carries no term header: its own offset is the
+	// term, and every later record of the leadership repeats it.
+	if offset >= 0 {
+		l.term = Term(offset)
+	}
+	l.adoptToken(next)
 	l.lease = lease
 	l.fresh = freshness{mono: start, millis: now}
 	l.start(ctx)

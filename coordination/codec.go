@@ -120,6 +120,10 @@ type StateRecord struct {
 	// Value is the encoded record value. An empty value is a tombstone. See
 	// [IsTombstone].
 	Value []byte
+
+	// Headers are the record headers. A lease record after the first of its
+	// leadership carries the [TermHeader]; see [Term].
+	Headers []Header
 }
 
 // IsTombstone reports whether a record value is a tombstone. A tombstone of a
@@ -131,7 +135,7 @@ func IsTombstone(value []byte) bool { return len(value) == 0 }
 // FormatError reports a malformed record of [StateTopic].
 type FormatError struct {
 	// Part names the record part that failed to decode. It is "key",
-	// "registration value", or "lease value".
+	// "registration value", "lease value", or "term header".
 	Part string
 
 	offset int    // the byte offset of the fault within the part

@@ -39,6 +39,41 @@
 // [FencingToken.Compare] reads the producer id first. See [NoEpoch] for the
 // token of a role that no member has taken.
 //
+// # The term orders leaderships, and the pair does not
+//
+// The published contract of this package says that Kafka allocates producer
+// ids from a monotonic block allocator, so that the pair only grows. That
+// holds per broker and not across brokers: each broker hands out ids from a
+// block of its own (on a three-broker cluster, broker 2 minted 4000 and then
+// broker 1 minted 3017). When the epoch of a role runs out, the coordinator
+// mints the next id from the block of whichever broker coordinates the role
+// at that moment, and that moves at every broker restart, so the new id can
+// be lower than the old one.
+//
+// This package therefore keeps the pair for what the broker enforces, and
+// nothing else: the broker fences by the pair, a [Leadership] follows the
+// pair that its own transaction coordinator reports after each commit or
+// abort, wherever it goes, and [LeadershipStatus.Authoritative] compares
+// pairs for equality. The order between leaderships comes from the [Term]:
+// the offset, in the role's partition of the coordination topic, of the
+// leadership's first committed lease record, which the quorum assigns and
+// which only grows. Every later record of the leadership carries it in the
+// [TermHeader] header; [RoleState.Term] and [Leadership.Term] report it, and
+// [Authority] pairs it with the token for a device. Anything that must tell
+// an older leadership from a newer one (a device-side fence, an audit of the
+// log) compares terms; [FencingToken.Compare] stays as the contract defines
+// it and is right only within one producer id.
+//
+// # A member never takes over its own live lease
+//
+// The published contract lets a member that finds its own member id in a
+// live lease challenge at once, since the lease must be an earlier
+// incarnation's. That incarnation may be paused rather than gone, and it
+// still believes it holds most of its lease, so it would drive the devices
+// beside the new one until it woke. [AcquireLeadership] waits for the
+// deadline of such a lease as a standby of rank 0 does, unless the lease is
+// cleared first, which only the holder's own resignation does.
+//
 // # Rank comes from the log
 //
 // A candidate appends a registration record to [StateTopic]. The offset of

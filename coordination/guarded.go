@@ -30,6 +30,12 @@ type GuardedRecord struct {
 
 	// Headers are the record headers, in order.
 	Headers []Header
+
+	// Offset is the offset that the record took in its partition. The
+	// writer sets it once the transaction committed, as franz-go sets the
+	// offset of a produced record; a caller sets -1 before the write and
+	// finds -1 after it when the writer cannot tell.
+	Offset int64
 }
 
 // GuardedWriter is an optional interface of a [Transport]. It writes several
@@ -47,7 +53,9 @@ type GuardedWriter interface {
 	// WriteGuarded writes the records in one transaction of the producer that
 	// minted token, and commits them. It returns the token that the
 	// transaction coordinator holds for the role after the commit: the same
-	// token under Kafka transactions v1, and the bumped one under v2.
+	// token under Kafka transactions v1, and the bumped one under v2, which
+	// carries a new producer id with epoch 0 when the epoch ran out. On
+	// success it sets the Offset of each record to the offset the record took.
 	//
 	// The implementation checks every produce result and aborts the
 	// transaction on any error, so the records commit all together or not at
@@ -111,6 +119,11 @@ func (l *Leadership) Write(ctx context.Context, build func(token FencingToken) (
 	if len(records) == 0 {
 		return token, nil
 	}
+	term := l.Term()
+	for i := range records {
+		records[i].Headers = withTerm(records[i].Headers, term)
+		records[i].Offset = -1
+	}
 	next, err := l.guarded.WriteGuarded(ctx, l.role, token, records)
 	if err != nil {
 		err = fmt.Errorf("coordination: guarded write to role %s under token %s: %w", l.role, token, err)
@@ -121,15 +134,23 @@ func (l *Leadership) Write(ctx context.Context, build func(token FencingToken) (
 	}
 	// A commit moves the epoch under transactions v2, and so does the abort
 	// of a write that failed cleanly: the next write carries what it left.
-	l.adoptToken(token, next)
+	l.adoptToken(next)
 	return token, err
 }
 
-// adoptToken moves the leadership's token to the later of the token a write
-// ran under and the token the transport reported after it.
-func (l *Leadership) adoptToken(token, next FencingToken) {
+// adoptToken takes the token that the transport reported after a write: the
+// token that the role's transaction coordinator holds now. The leadership
+// follows it wherever it goes, to a higher epoch or, when the epoch ran out,
+// to a new producer id that may be lower than the old one; only the
+// coordinator of the role mints it, and the transport of this leadership is
+// the only one that hears it. A transport that reports [NoEpoch] leaves the
+// token in place.
+func (l *Leadership) adoptToken(next FencingToken) {
+	if next == NoEpoch {
+		return
+	}
 	l.mu.Lock()
-	l.token = laterToken(token, next)
+	l.token = next
 	l.mu.Unlock()
 }
 
@@ -140,12 +161,17 @@ func endsLeadership(err error) bool {
 	return errors.Is(err, ErrFenced) || errors.Is(err, ErrOutcomeUnknown)
 }
 
-// laterToken returns the later of the token a write ran under and the token
-// the transport reports after it. Tokens only grow, so a transport that
-// reports an older or a zero token leaves the leadership's token in place.
-func laterToken(current, reported FencingToken) FencingToken {
-	if reported.Supersedes(current) {
-		return reported
+// withTerm returns headers with the [TermHeader] of term, replacing one that
+// is there already. A leadership of no known term adds none.
+func withTerm(headers []Header, term Term) []Header {
+	if term == NoTerm {
+		return headers
 	}
-	return current
+	out := make([]Header, 0, len(headers)+1)
+	for _, h := range headers {
+		if h.Key != TermHeader {
+			out = append(out, h)
+		}
+	}
+	return append(out, TermHeaderOf(term))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,6 +26,11 @@ type roleProducer struct {
 	// token is the token the coordinator holds for this producer: the minted
 	// one, then the one each commit or abort returns under transactions v2.
 	token FencingToken
+	// retired holds the producer ids this producer held before its epoch ran
+	// out and the coordinator rotated it to a new one, so a token of an old
+	// id is known to be stale rather than foreign. One id is added per
+	// exhaustion, about every 32,767 transactions.
+	retired []int64
 	// ended is the reason the client was closed, nil while it is open.
 	ended error
 }
@@ -56,7 +62,22 @@ func (p *roleProducer) state() (FencingToken, error) {
 func (p *roleProducer) setToken(token FencingToken) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if token.producerID != p.token.producerID {
+		p.retired = append(p.retired, p.token.producerID)
+	}
 	p.token = token
+}
+
+// held reports whether this producer held token before its current one: an
+// earlier epoch of its current producer id, or any epoch of an id it was
+// rotated away from.
+func (p *roleProducer) held(token FencingToken) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if token.producerID == p.token.producerID {
+		return token.producerEpoch < p.token.producerEpoch
+	}
+	return slices.Contains(p.retired, token.producerID)
 }
 
 // acquire takes the transaction slot, or returns the error of ctx.

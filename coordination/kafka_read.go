@@ -115,7 +115,7 @@ func (t *KafkaTransport) ReadPartition(ctx context.Context, partition TopicParti
 			if rec.Attrs.IsControl() {
 				continue
 			}
-			r.records[string(rec.Key)] = StateRecord{Offset: rec.Offset, Key: rec.Key, Value: rec.Value}
+			r.records[string(rec.Key)] = stateRecordOf(rec)
 		}
 		r.next = max(r.next, next)
 		if r.next >= fp.LastStableOffset {
@@ -334,4 +334,13 @@ func (t *KafkaTransport) locate(ctx context.Context, r *partitionReader) error {
 	r.leader = pd.Leader
 	r.topicID = td.ID
 	return nil
+}
+
+// stateRecordOf converts a fetched record.
+func stateRecordOf(rec *kgo.Record) StateRecord {
+	out := StateRecord{Offset: rec.Offset, Key: rec.Key, Value: rec.Value}
+	for _, h := range rec.Headers {
+		out.Headers = append(out.Headers, Header{Key: h.Key, Value: h.Value})
+	}
+	return out
 }

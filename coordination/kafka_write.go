@@ -44,14 +44,17 @@ func (t *KafkaTransport) WriteLease(ctx context.Context, partition TopicPartitio
 
 // WriteGuarded writes the records in one transaction of the role's producer
 // and commits them, and returns the token the coordinator holds after the
-// commit: the same token under transactions v1, the bumped one under v2.
-// Each record goes to the partition it names. Transactions of one role run
-// one at a time.
+// commit: the same token under transactions v1, the bumped one under v2, and
+// a new producer id at epoch 0 when the epoch ran out. That new id comes from
+// the block of whichever broker coordinates the role at the time, so it may be
+// lower than the old one; the producer follows it all the same. Each record
+// goes to the partition it names, and on success its Offset is set to the
+// offset it took. Transactions of one role run one at a time.
 //
 // token must be the role producer's current token, the last one that
-// AcquireEpoch or a WriteGuarded of this role returned. An older token fails
-// with an error that wraps [ErrFenced] without a request, because the
-// coordinator already holds a newer one.
+// AcquireEpoch or a WriteGuarded of this role returned. A token that this
+// producer held before fails with an error that wraps [ErrFenced] without a
+// request, because the coordinator already holds a newer one.
 //
 // The errors:
 //   - one that wraps [ErrFenced]: the broker refused the token (error codes
@@ -94,12 +97,12 @@ func (t *KafkaTransport) WriteGuarded(ctx context.Context, role Role, token Fenc
 	defer p.release()
 
 	current, ended := p.state()
-	switch c := token.Compare(current); {
-	case c < 0:
+	switch {
+	case token != current && p.held(token):
 		return current, fmt.Errorf("coordination: kafka transport: role %s: token %s is older than %s, which the coordinator holds (a commit or an abort under transactions v2 moves it; write with the token the last WriteGuarded returned): %w", role, token, current, ErrFenced)
 	case ended != nil:
 		return current, ended
-	case c > 0:
+	case token != current:
 		return current, fmt.Errorf("coordination: kafka transport: role %s: token %s was not minted by this transport, whose producer holds %s", role, token, current)
 	}
 	if len(records) == 0 {
@@ -158,6 +161,9 @@ func (t *KafkaTransport) transact(ctx context.Context, p *roleProducer, token Fe
 	next, err := t.tokenAfter(commitCtx, p)
 	if err != nil {
 		return fail(ErrOutcomeUnknown, "read the token after the commit", err)
+	}
+	for i, kr := range krs {
+		records[i].Offset = kr.Offset
 	}
 	return next, nil
 }

@@ -49,6 +49,7 @@ type Leadership struct {
 
 	mu    sync.Mutex
 	token FencingToken
+	term  Term
 	lease Lease
 	fresh freshness
 	err   error
@@ -74,10 +75,12 @@ type Leadership struct {
 // followed by a wait of at most the poll interval, which a transport that
 // implements [PartitionWaiter] ends as soon as a new record commits.
 //
-// A role state that names this member takes the same path as a challenge. The
-// record came from an earlier incarnation of the member, because this call
-// holds no epoch yet. The new epoch fences that earlier incarnation, and it
-// costs one epoch.
+// A live lease that names this member came from another incarnation of the
+// member, because this call holds no epoch yet. That incarnation may be
+// paused rather than gone, so the call waits for the deadline of the lease
+// like a standby of rank 0, and only then challenges; the new epoch fences
+// the earlier incarnation. A lease that the earlier incarnation cleared by
+// resigning ends the wait at once.
 //
 // A challenge that loses the race for the epoch learns it from the fence on
 // its first lease write. The call then waits up to one poll interval for the
@@ -143,6 +146,7 @@ func newLeadership(transport Transport, role Role, member MemberID, partition To
 		regKey:    EncodeKey(RegistrationKey(role, member)),
 		writeSlot: make(chan struct{}, 1),
 		token:     token,
+		term:      NoTerm,
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 	}
@@ -183,6 +187,25 @@ func (l *Leadership) Token() FencingToken {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.token
+}
+
+// Term returns the term of this leadership: the offset of its first lease
+// record in the role's partition of the coordination topic. Terms order the
+// leaderships of a role where tokens cannot, because a token may rotate to a
+// lower producer id; see [Term]. The term never changes during a
+// leadership. It is [NoTerm] when the transport implements no
+// [GuardedWriter], which reports the offset.
+func (l *Leadership) Term() Term {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.term
+}
+
+// Authority returns the term and the current token of this leadership.
+func (l *Leadership) Authority() Authority {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return Authority{Term: l.term, Token: l.token}
 }
 
 // Lease returns the lease record that this member wrote last.

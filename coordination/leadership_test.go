@@ -169,20 +169,49 @@ func TestAcquireLeadershipTransportErrors(t *testing.T) {
 	}
 }
 
-// TestAcquireLeadershipReclaimsOwnLease checks that a lease naming this
-// member, left by an earlier incarnation, takes the path of a challenge: a
-// new epoch fences the earlier incarnation.
-func TestAcquireLeadershipReclaimsOwnLease(t *testing.T) {
+// TestAcquireLeadershipWaitsOutOwnLease checks that a lease naming this
+// member, left by another incarnation that may only be paused, is never taken
+// over before its deadline: the new incarnation waits like a standby of rank
+// 0, then a new epoch and a new term fence the earlier incarnation.
+func TestAcquireLeadershipWaitsOutOwnLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cluster, _, clock, first := holder(t, false)
-		again, err := AcquireLeadership(context.Background(), cluster.transport(), first.Role(), first.Member(), testOptions(clock)...)
-		if err != nil {
-			t.Fatal(err)
+		cluster, transport, clock, first := holder(t, false)
+		deadline := first.Lease().Deadline
+
+		type result struct {
+			l   *Leadership
+			err error
 		}
+		acquired := make(chan result, 1)
+		go func() {
+			l, err := AcquireLeadership(context.Background(), cluster.transport(), first.Role(), first.Member(), testOptions(clock)...)
+			acquired <- result{l, err}
+		}()
+
+		// The earlier incarnation is cut off: its renewals fail from now on,
+		// as those of a paused process would never be written.
+		transport.down.Store(true)
+		for clock.NowMillis()+time.Second.Milliseconds() < deadline {
+			clock.Advance(time.Second)
+			synctest.Wait()
+			select {
+			case r := <-acquired:
+				t.Fatalf("the new incarnation took the role at %d, before the deadline %d of the live lease: %v", clock.NowMillis(), deadline, r.err)
+			default:
+			}
+		}
+		clock.Set(deadline)
+		synctest.Wait()
+		r := <-acquired
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		again := r.l
 		defer resign(t, again)
-		if !again.Token().Supersedes(first.Token()) {
-			t.Fatalf("new incarnation %s, earlier %s", again.Token(), first.Token())
+		if again.Term().Compare(first.Term()) <= 0 {
+			t.Fatalf("new incarnation's term %s, earlier %s", again.Term(), first.Term())
 		}
+		transport.down.Store(false)
 		if err := first.Renew(context.Background()); !errors.Is(err, ErrFenced) {
 			t.Fatalf("earlier incarnation renews: %v", err)
 		}

@@ -136,7 +136,8 @@ func (c *memCluster) commit(role Role, token FencingToken, records []GuardedReco
 	}
 	c.txns++
 	c.txn = c.txns
-	for _, r := range records {
+	for i, r := range records {
+		records[i].Offset = int64(len(c.logs[r.Partition]))
 		c.appendLocked(r.Partition, r.Key, r.Value, token, r.Headers)
 	}
 	c.txn = 0
@@ -156,7 +157,7 @@ func (c *memCluster) appendLocked(tp TopicPartition, key, value []byte, token Fe
 	}
 	log := c.logs[tp]
 	c.logs[tp] = append(log, memRecord{
-		StateRecord: StateRecord{Offset: int64(len(log)), Key: slices.Clone(key), Value: slices.Clone(value)},
+		StateRecord: StateRecord{Offset: int64(len(log)), Key: slices.Clone(key), Value: slices.Clone(value), Headers: slices.Clone(headers)},
 		token:       token,
 		txn:         c.txn,
 		headers:     headers,

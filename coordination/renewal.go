@@ -92,7 +92,7 @@ func (l *Leadership) renewLocked(ctx context.Context) error {
 	start := time.Now()
 	now := l.clock.NowMillis()
 	lease := l.config.Grant(l.member, token, now)
-	next, err := l.writeLeaseRecord(ctx, token, EncodeLease(lease))
+	next, _, err := l.writeLeaseRecord(ctx, token, EncodeLease(lease))
 	if err != nil {
 		err = fmt.Errorf("coordination: renew lease of role %s as %s under token %s: %w", l.role, l.member, token, err)
 		if endsLeadership(err) {
@@ -100,12 +100,12 @@ func (l *Leadership) renewLocked(ctx context.Context) error {
 			return err
 		}
 		// An abort under transactions v2 moves the epoch on; adopt it.
-		l.adoptToken(token, next)
+		l.adoptToken(next)
 		return err
 	}
+	l.adoptToken(next)
 	l.mu.Lock()
 	l.lease = lease
-	l.token = laterToken(token, next)
 	l.fresh = freshness{mono: start, millis: now}
 	l.mu.Unlock()
 	return nil
@@ -189,15 +189,16 @@ func (l *Leadership) clearLease(ctx context.Context, remaining time.Duration) (d
 	token := l.Token()
 	var next FencingToken
 	if l.guarded != nil {
+		headers := withTerm(nil, l.Term())
 		next, err = l.guarded.WriteGuarded(ctx, l.role, token, []GuardedRecord{
-			{Partition: l.partition, Key: l.leaseKey},
-			{Partition: l.partition, Key: l.regKey},
+			{Partition: l.partition, Key: l.leaseKey, Headers: headers, Offset: -1},
+			{Partition: l.partition, Key: l.regKey, Headers: headers, Offset: -1},
 		})
 		deregistered = err == nil
 	} else {
-		next, err = l.writeLeaseRecord(ctx, token, nil)
+		next, _, err = l.writeLeaseRecord(ctx, token, nil)
 	}
-	l.adoptToken(token, next)
+	l.adoptToken(next)
 	if err != nil {
 		return false, fmt.Errorf("coordination: clear lease of role %s under token %s: %w", l.role, token, err)
 	}
@@ -205,19 +206,25 @@ func (l *Leadership) clearLease(ctx context.Context, remaining time.Duration) (d
 }
 
 // writeLeaseRecord writes one record on the lease key, a lease or a
-// tombstone, and returns the token the coordinator holds after the commit.
-func (l *Leadership) writeLeaseRecord(ctx context.Context, token FencingToken, value []byte) (FencingToken, error) {
+// tombstone, with the term of the leadership in its headers. It returns the
+// token the coordinator holds after the commit, and the offset the record
+// took, or -1 when the transport cannot tell.
+func (l *Leadership) writeLeaseRecord(ctx context.Context, token FencingToken, value []byte) (FencingToken, int64, error) {
 	if l.guarded != nil {
-		return l.guarded.WriteGuarded(ctx, l.role, token, []GuardedRecord{{
+		records := []GuardedRecord{{
 			Partition: l.partition,
 			Key:       l.leaseKey,
 			Value:     value,
-		}})
+			Headers:   withTerm(nil, l.Term()),
+			Offset:    -1,
+		}}
+		next, err := l.guarded.WriteGuarded(ctx, l.role, token, records)
+		return next, records[0].Offset, err
 	}
 	if err := l.transport.WriteLease(ctx, l.partition, token, l.leaseKey, value); err != nil {
-		return token, err
+		return token, -1, err
 	}
-	return token, nil
+	return token, -1, nil
 }
 
 // run is the renewal goroutine. It renews at the renew instant of the last

@@ -30,6 +30,12 @@ type RoleState struct {
 
 	// Lease is the lease of the role, and nil when no member holds it.
 	Lease *Lease
+
+	// Term is the term of the leadership that wrote the lease, and [NoTerm]
+	// when the role has no lease. A lease record that carries no
+	// [TermHeader] is the first of its leadership, and its offset is the
+	// term.
+	Term Term
 }
 
 // Entry returns the roster entry of a member, and it reports whether the
@@ -94,6 +100,7 @@ type RoleStateBuilder struct {
 	role          Role
 	registrations map[MemberID]foldedRegistration
 	lease         *Lease
+	leaseTerm     Term
 	leaseOffset   int64
 	leaseSeen     bool
 }
@@ -161,14 +168,23 @@ func (b *RoleStateBuilder) Apply(record StateRecord) error {
 			return nil
 		}
 		var lease *Lease
+		term := NoTerm
 		if !IsTombstone(record.Value) {
 			decoded, err := DecodeLease(record.Value)
 			if err != nil {
 				return fmt.Errorf("coordination: record at offset %d: %w", record.Offset, err)
 			}
+			carried, ok, err := TermFromHeaders(record.Headers)
+			if err != nil {
+				return fmt.Errorf("coordination: record at offset %d: %w", record.Offset, err)
+			}
+			term = Term(record.Offset)
+			if ok {
+				term = carried
+			}
 			lease = &decoded
 		}
-		b.lease, b.leaseOffset, b.leaseSeen = lease, record.Offset, true
+		b.lease, b.leaseTerm, b.leaseOffset, b.leaseSeen = lease, term, record.Offset, true
 	}
 	return nil
 }
@@ -178,7 +194,7 @@ func (b *RoleStateBuilder) Build() RoleState {
 	if b == nil {
 		return RoleState{}
 	}
-	var state RoleState
+	state := RoleState{Term: NoTerm}
 	for _, folded := range b.registrations {
 		if !folded.tombstone {
 			state.Roster = append(state.Roster, folded.entry)
@@ -196,6 +212,7 @@ func (b *RoleStateBuilder) Build() RoleState {
 	if b.lease != nil {
 		lease := *b.lease
 		state.Lease = &lease
+		state.Term = b.leaseTerm
 	}
 	return state
 }
