@@ -20,7 +20,10 @@ import (
 //     showed, and fences every earlier one: a write under a superseded token
 //     fails with an error that wraps ErrFenced and changes nothing.
 //   - The epoch of a producer id wraps to a new producer id with epoch 0 at
-//     exhaustion.
+//     exhaustion. The new id is above every id before, unless a test set
+//     rotateTo: then the next rotation goes to that id, which may be lower,
+//     as Kafka's does when the role's coordinator moved to a broker that
+//     holds an older block of producer ids.
 //   - With bumpOnCommit (Kafka's transactions v2) every commit and every
 //     abort bumps the epoch, and WriteGuarded reports the new token, with the
 //     error of a write that failed and was aborted.
@@ -48,6 +51,11 @@ type memCluster struct {
 	txns     int64         // transactions committed, the last one's number
 	txn      int64         // the transaction that appends now; 0 outside commit
 	changed  chan struct{} // closed and replaced on every append
+
+	// rotateTo, when positive, is the producer id of the next rotation at
+	// exhaustion, in place of one above every id before; the rotation
+	// clears it.
+	rotateTo int64
 }
 
 // memRecord is a committed record, the token of the transaction that wrote
@@ -98,6 +106,10 @@ func (c *memCluster) newProducerLocked() FencingToken {
 // producer id when the epoch is exhausted.
 func (c *memCluster) bumpLocked(token FencingToken) FencingToken {
 	if token.producerEpoch >= math.MaxInt16-1 {
+		if id := c.rotateTo; id > 0 {
+			c.rotateTo = 0
+			return FencingToken{producerID: id, producerEpoch: 0}
+		}
 		return c.newProducerLocked()
 	}
 	return FencingToken{producerID: token.producerID, producerEpoch: token.producerEpoch + 1}
@@ -113,6 +125,21 @@ func (c *memCluster) setEpoch(role Role, token FencingToken) {
 	if token.producerID > c.nextPID {
 		c.nextPID = token.producerID
 	}
+}
+
+// rotateNextTo makes the next rotation at exhaustion, of any role, move to
+// producer id id, as a coordinator does that took over the role on a broker
+// whose block of producer ids is older than the one the role's id came from.
+// id must be one that no role used yet.
+func (c *memCluster) rotateNextTo(id int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for token := range c.owner {
+		if token.producerID == id {
+			c.t.Fatalf("memcluster: producer id %d is taken by %s", id, token)
+		}
+	}
+	c.rotateTo = id
 }
 
 func (c *memCluster) token(role Role) (FencingToken, bool) {
