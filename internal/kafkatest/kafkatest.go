@@ -5,6 +5,10 @@
 // Tests that carry the integration build tag call [Brokers] for the real
 // cluster, [CreateTopic] for a topic of their own, and, after [LockFaults],
 // [KillBroker] and [RestartBroker] to take one broker away and bring it back.
+// [TxnCoordinator] names the broker that coordinates a transactional id,
+// [BumpEpoch] takes the id's epoch to the end of its range in seconds, and
+// [RaiseProducerIDBlock] makes a rotation at another broker land on a lower
+// producer id.
 // The fault lock keeps a test that kills a broker apart from the tests of
 // every other package, which `go test ./...` runs at the same time. The script
 // writes the variables these read to .run/kafka/env; scripts/test.sh sources
