@@ -140,7 +140,7 @@ func (c *campaign) challenge(ctx context.Context) (*Leadership, error) {
 	}
 	// The first lease record carries no term header: its own offset is the
 	// term, and every later record of the leadership repeats it.
-	if offset >= 0 {
+	if offset > 0 {
 		l.term = Term(offset)
 	}
 	l.adoptToken(next)

@@ -30,8 +30,10 @@ import (
 type Term int64
 
 // NoTerm is the term of a role that no member has taken, and of a record that
-// carries none. It ranks below every term.
-const NoTerm Term = -1
+// carries none. It is the zero Term and ranks below every term. No leadership
+// has term 0: its first lease record follows its own registration in the
+// same partition, so it never sits at offset 0.
+const NoTerm Term = 0
 
 // TermHeader is the name of the record header that carries a [Term]: eight
 // bytes, big-endian, two's complement.
@@ -39,7 +41,7 @@ const TermHeader = "krabka.term"
 
 // String writes the term in decimal, and "none" for [NoTerm].
 func (t Term) String() string {
-	if t < 0 {
+	if t <= NoTerm {
 		return "none"
 	}
 	return strconv.FormatInt(int64(t), 10)
@@ -64,7 +66,7 @@ func TermHeaderOf(t Term) Header {
 
 // TermFromHeaders returns the term that a record's headers carry, and
 // [NoTerm] with false when they carry none. A [TermHeader] whose value is not
-// eight bytes, or holds a negative term, is a [*FormatError].
+// eight bytes, or holds a term that is not positive, is a [*FormatError].
 func TermFromHeaders(headers []Header) (Term, bool, error) {
 	for _, h := range headers {
 		if h.Key != TermHeader {
@@ -81,8 +83,8 @@ func decodeTerm(value []byte) (Term, bool, error) {
 		return NoTerm, false, &FormatError{Part: "term header", reason: fmt.Sprintf("want 8 bytes, have %d", len(value))}
 	}
 	term := Term(binary.BigEndian.Uint64(value))
-	if term < 0 {
-		return NoTerm, false, &FormatError{Part: "term header", reason: fmt.Sprintf("term %d is negative", int64(term))}
+	if term <= NoTerm {
+		return NoTerm, false, &FormatError{Part: "term header", reason: fmt.Sprintf("term %d is not positive", int64(term))}
 	}
 	return term, true, nil
 }

@@ -9,7 +9,7 @@ import (
 )
 
 func TestTermHeaderRoundTrip(t *testing.T) {
-	for _, term := range []Term{0, 1, 4096, 1<<63 - 1} {
+	for _, term := range []Term{1, 4096, 1<<63 - 1} {
 		got, ok, err := TermFromHeaders([]Header{{Key: "other", Value: []byte("x")}, TermHeaderOf(term)})
 		if err != nil || !ok || got != term {
 			t.Fatalf("term %d read back as %d, %t, %v", term, got, ok, err)
@@ -18,7 +18,7 @@ func TestTermHeaderRoundTrip(t *testing.T) {
 	if got, ok, err := TermFromHeaders(nil); err != nil || ok || got != NoTerm {
 		t.Fatalf("no header: %d, %t, %v", got, ok, err)
 	}
-	for _, value := range [][]byte{nil, {1, 2, 3}, make([]byte, 9), {0x80, 0, 0, 0, 0, 0, 0, 1}} {
+	for _, value := range [][]byte{nil, {1, 2, 3}, make([]byte, 9), make([]byte, 8), {0x80, 0, 0, 0, 0, 0, 0, 1}} {
 		_, _, err := TermFromHeaders([]Header{{Key: TermHeader, Value: value}})
 		var format *FormatError
 		if !errors.As(err, &format) || format.Part != "term header" {
@@ -42,7 +42,7 @@ func TestAuthorityOrdersByTermAlone(t *testing.T) {
 	if got := newer.String(); got != "term 250 token 3017:0" {
 		t.Fatalf("String() = %q", got)
 	}
-	if NoTerm.String() != "none" || NoTerm.Compare(0) >= 0 {
+	if NoTerm.String() != "none" || NoTerm.Compare(1) >= 0 || Term(0) != NoTerm {
 		t.Fatalf("NoTerm must rank below every term")
 	}
 }

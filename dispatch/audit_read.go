@@ -125,7 +125,7 @@ func (r *KafkaLogReader) ReadLog(ctx context.Context, partition coordination.Top
 			if rec.Attrs.IsControl() || rec.Offset >= end {
 				return
 			}
-			e, err := entryOf(rec)
+			e, err := DecodeRecord(rec)
 			if err != nil {
 				malformed = append(malformed, &MalformedRecordError{Partition: partition, Offset: rec.Offset, Err: err})
 				return
@@ -165,11 +165,22 @@ func (r *KafkaLogReader) bounds(ctx context.Context, cl *kgo.Client, partition c
 	return start, end, nil
 }
 
-// entryOf decodes a fetched record into an entry with its offset and batch.
-func entryOf(rec *kgo.Record) (Entry, error) {
+// DecodeRecord decodes a fetched record of the command log into an entry
+// with its offset, its term and its batch.
+func DecodeRecord(rec *kgo.Record) (Entry, error) {
 	e, err := DecodeEntry(rec.Key, rec.Value)
 	if err != nil {
 		return Entry{}, err
+	}
+	for _, h := range rec.Headers {
+		if h.Key != coordination.TermHeader {
+			continue
+		}
+		term, _, err := coordination.TermFromHeaders([]coordination.Header{{Key: h.Key, Value: h.Value}})
+		if err != nil {
+			return Entry{}, newFormatError("term header", err)
+		}
+		e.Term = term
 	}
 	e.Offset = rec.Offset
 	e.Batch = &BatchInfo{ProducerID: rec.ProducerID, ProducerEpoch: rec.ProducerEpoch, Transactional: rec.Attrs.IsTransactional()}
@@ -230,7 +241,7 @@ func (s *LogStream) run(ctx context.Context, cl *kgo.Client, partition coordinat
 		}
 		for it := fetches.RecordIter(); !it.Done(); {
 			rec := it.Next()
-			e, err := entryOf(rec)
+			e, err := DecodeRecord(rec)
 			if err != nil {
 				s.err = &MalformedRecordError{Partition: partition, Offset: rec.Offset, Err: err}
 				return

@@ -15,6 +15,7 @@ type logBuilder struct {
 	role    string
 	member  string
 	token   coordination.FencingToken
+	term    coordination.Term
 	entries []Entry
 }
 
@@ -28,12 +29,18 @@ func (b *logBuilder) as(member string, id int64, epoch int16) *logBuilder {
 	return b
 }
 
+// under switches the term of the following records.
+func (b *logBuilder) under(term coordination.Term) *logBuilder {
+	b.term = term
+	return b
+}
+
 func (b *logBuilder) add(e Entry) *logBuilder {
 	e.Offset = int64(len(b.entries))
 	if e.Role == "" {
 		e.Role = b.role
 	}
-	e.Member, e.Token = b.member, b.token
+	e.Member, e.Token, e.Term = b.member, b.token, b.term
 	e.At = at.Add(time.Duration(len(b.entries)) * time.Millisecond)
 	// Every hand-built entry must be one that the codec writes.
 	if _, _, err := EncodeEntry(e); err != nil {
@@ -251,4 +258,39 @@ func ids(cs []*CommandHistory) []string {
 		out = append(out, c.Role+"/"+c.ID)
 	}
 	return out
+}
+
+// TestVerifyOrdersLeadershipsByTerm checks the term rules: a producer id that
+// rotates to a lower one within a term is sound, a term that goes backwards
+// is not, whatever the tokens say, and one term belongs to one member.
+func TestVerifyOrdersLeadershipsByTerm(t *testing.T) {
+	rotated := newLog(t).under(40).as("node-1", 2001, 32766).issue("a").outcome("a", StatusSucceeded, FirstAttempt).
+		as("node-1", 1, 0).issue("b").outcome("b", StatusSucceeded, FirstAttempt).
+		under(90).as("node-2", 1, 1).issue("c")
+	if got := Verify(rotated.entries); len(got) != 0 {
+		t.Fatalf("a rotation to a lower producer id within a term: %v", got)
+	}
+
+	regressed := newLog(t).under(90).as("node-2", 1, 1).issue("a").
+		under(40).as("node-1", 2001, 32766).issue("b")
+	checkKinds(t, Verify(regressed.entries), ViolationTermRegressed)
+
+	shared := newLog(t).under(40).as("node-1", 5, 0).issue("a").
+		as("node-2", 6, 0).issue("b")
+	checkKinds(t, Verify(shared.entries), ViolationTermShared)
+
+	epochBack := newLog(t).under(40).as("node-1", 5, 3).issue("a").
+		as("node-1", 5, 2).issue("b")
+	checkKinds(t, Verify(epochBack.entries), ViolationTokenRegressed)
+}
+
+func checkKinds(t *testing.T, found []Violation, want ...ViolationKind) {
+	t.Helper()
+	var got []ViolationKind
+	for _, v := range found {
+		got = append(got, v.Kind)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("violations %v, want kinds %v", found, want)
+	}
 }

@@ -10,10 +10,22 @@ import (
 type ViolationKind string
 
 const (
-	// ViolationTokenRegressed: a record's token is below a token that an
-	// earlier record of the role carries. The token it was written under was
-	// already superseded in the log, so a deposed leader wrote after its
-	// successor: the fence failed.
+	// ViolationTermRegressed: a record's term is below a term that an
+	// earlier record of the role carries. A later leadership had already
+	// written, so a deposed leader wrote after its successor: the fence
+	// failed.
+	ViolationTermRegressed ViolationKind = "term-regressed"
+
+	// ViolationTermShared: two members wrote records of one role under the
+	// same term. A term is the offset of one leadership's first lease, so one
+	// of them did not hold it.
+	ViolationTermShared ViolationKind = "term-shared"
+
+	// ViolationTokenRegressed: a record's token is below a token of the same
+	// producer id that an earlier record of the same term carries (or, for
+	// records that carry no term, below any token an earlier such record
+	// carries). Tokens of different terms are not compared: the term orders
+	// leaderships, and a token may rotate to a lower producer id within one.
 	ViolationTokenRegressed ViolationKind = "token-regressed"
 
 	// ViolationTokenShared: two members wrote records of one role under the
@@ -92,10 +104,15 @@ func (v Violation) String() string {
 // returns every violation in log order; none for a sound log. The invariants,
 // each checked per role (roles may share a partition):
 //
-//   - Tokens never go backwards: no record carries a token below one an
-//     earlier record carries ([ViolationTokenRegressed]), one token belongs
-//     to one member ([ViolationTokenShared]), and a record carries the token
-//     of the batch that holds it ([ViolationTokenMismatch]).
+//   - Terms never go backwards: no record carries a term below one an earlier
+//     record carries ([ViolationTermRegressed]), and one term belongs to one
+//     member ([ViolationTermShared]). Within a term, the epoch of one
+//     producer id never goes backwards ([ViolationTokenRegressed]), one
+//     token belongs to one member ([ViolationTokenShared]), and a record
+//     carries the token of the batch that holds it
+//     ([ViolationTokenMismatch]). Records that carry no term, written before
+//     terms existed, are held to the older rule that tokens never go
+//     backwards among them.
 //   - Every Redispatched record and every outcome follows the command's
 //     Issued record ([ViolationNotIssued]), and no command is issued twice
 //     ([ViolationIssuedTwice]).
@@ -108,7 +125,9 @@ func (v Violation) String() string {
 //     [ViolationIntakeOverlap]).
 func Verify(entries []Entry) []Violation {
 	v := verifier{
-		maxToken:   make(map[string]tokenAt),
+		maxTerm:    make(map[string]termAt),
+		termOwner:  make(map[roleTerm]string),
+		maxToken:   make(map[roleTerm]tokenAt),
 		tokenOwner: make(map[roleToken]string),
 		commands:   make(map[commandKey]*CommandHistory),
 		intake:     make(map[intakeKey]int64),
@@ -124,6 +143,16 @@ type tokenAt struct {
 	offset int64
 }
 
+type termAt struct {
+	term   coordination.Term
+	offset int64
+}
+
+type roleTerm struct {
+	role string
+	term coordination.Term
+}
+
 type roleToken struct {
 	role  string
 	token coordination.FencingToken
@@ -135,7 +164,9 @@ type intakeKey struct {
 }
 
 type verifier struct {
-	maxToken   map[string]tokenAt
+	maxTerm    map[string]termAt
+	termOwner  map[roleTerm]string
+	maxToken   map[roleTerm]tokenAt
 	tokenOwner map[roleToken]string
 	commands   map[commandKey]*CommandHistory
 	intake     map[intakeKey]int64
@@ -164,10 +195,30 @@ func (v *verifier) check(e *Entry) {
 }
 
 func (v *verifier) checkToken(e *Entry) {
-	if max, ok := v.maxToken[e.Role]; ok && e.Token.Compare(max.token) < 0 {
+	rt := roleTerm{e.Role, e.Term}
+	if e.Term != coordination.NoTerm {
+		if max, ok := v.maxTerm[e.Role]; ok && e.Term < max.term {
+			v.report(e, "", ViolationTermRegressed, "term %s is below term %s of offset %d, which superseded it", e.Term, max.term, max.offset)
+		} else if !ok || e.Term > max.term {
+			v.maxTerm[e.Role] = termAt{e.Term, e.Offset}
+		}
+		if owner, ok := v.termOwner[rt]; !ok {
+			v.termOwner[rt] = e.Member
+		} else if owner != e.Member {
+			v.report(e, "", ViolationTermShared, "member %s wrote under term %s, which member %s wrote under before", e.Member, e.Term, owner)
+		}
+	}
+	max, ok := v.maxToken[rt]
+	switch {
+	case !ok:
+		v.maxToken[rt] = tokenAt{e.Token, e.Offset}
+	case e.Term != coordination.NoTerm && e.Token.ProducerID() != max.token.ProducerID():
+		// The producer id rotated within the leadership: its epoch ran out.
+		v.maxToken[rt] = tokenAt{e.Token, e.Offset}
+	case e.Token.Compare(max.token) < 0:
 		v.report(e, "", ViolationTokenRegressed, "token %s is below token %s of offset %d, which superseded it", e.Token, max.token, max.offset)
-	} else {
-		v.maxToken[e.Role] = tokenAt{e.Token, e.Offset}
+	default:
+		v.maxToken[rt] = tokenAt{e.Token, e.Offset}
 	}
 	k := roleToken{e.Role, e.Token}
 	if owner, ok := v.tokenOwner[k]; !ok {

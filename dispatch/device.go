@@ -29,6 +29,31 @@ type Device interface {
 	Dispatch(ctx context.Context, cmd Command, token coordination.FencingToken) (Result, error)
 }
 
+// AuthorityDevice is an optional interface that a Device may implement to
+// receive the term of the leadership beside the token. The dispatcher calls
+// DispatchUnder instead of Dispatch when the device implements it, with the
+// same contract in every other respect.
+//
+// The term orders leaderships; the token does not always, because a token
+// may rotate to a lower producer id within one leadership (see
+// [coordination.Term]). A device that refuses commands of a deposed leader
+// compares terms: it admits a term at least as high as the highest it has
+// seen, and refuses a lower one. Without this interface a device receives
+// only the token, which proves the record was the holder's but cannot order
+// two leaderships across a rotation.
+type AuthorityDevice interface {
+	DispatchUnder(ctx context.Context, cmd Command, authority coordination.Authority) (Result, error)
+}
+
+// dispatchUnder calls DispatchUnder of a device that implements
+// [AuthorityDevice], and Dispatch with the token otherwise.
+func dispatchUnder(ctx context.Context, device Device, cmd Command, authority coordination.Authority) (Result, error) {
+	if d, ok := device.(AuthorityDevice); ok {
+		return d.DispatchUnder(ctx, cmd, authority)
+	}
+	return device.Dispatch(ctx, cmd, authority.Token)
+}
+
 // HealthChecker is an optional interface that a Device may implement. The
 // dispatcher calls CheckHealth for its health endpoint and status output; a
 // device without it is reported healthy.

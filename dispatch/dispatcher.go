@@ -23,6 +23,11 @@ type Leader interface {
 	// Member is the member that holds it.
 	Member() coordination.MemberID
 
+	// Term orders this leadership among every leadership of the role. It
+	// does not change while the leadership holds; every record that Write
+	// commits carries it, and every dispatch hands it to the device.
+	Term() coordination.Term
+
 	// Done closes when the leadership ends; Err then says why.
 	Done() <-chan struct{}
 
@@ -72,6 +77,7 @@ type Dispatcher struct {
 
 	role      string
 	member    string
+	term      coordination.Term
 	logTP     coordination.TopicPartition
 	requestTP coordination.TopicPartition
 
@@ -164,6 +170,7 @@ func NewDispatcher(leader Leader, registry *Registry, log LogReader, options ...
 		tel:       tel,
 		role:      role.String(),
 		member:    leader.Member().String(),
+		term:      leader.Term(),
 		logTP:     coordination.TopicPartition{Topic: cfg.logTopic, Partition: logPartition},
 		requestTP: coordination.TopicPartition{Topic: cfg.requestsTopic, Partition: requestPartition},
 		ready:     make(chan struct{}),

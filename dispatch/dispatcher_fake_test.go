@@ -128,6 +128,10 @@ func newFakeLeader(t testing.TB, log *leaderLog, token coordination.FencingToken
 func (f *fakeLeader) Role() coordination.Role       { return f.role }
 func (f *fakeLeader) Member() coordination.MemberID { return f.member }
 func (f *fakeLeader) Done() <-chan struct{}         { return f.done }
+func (f *fakeLeader) Term() coordination.Term       { return fakeTerm }
+
+// fakeTerm is the term of every fake leadership.
+const fakeTerm coordination.Term = 7
 
 func (f *fakeLeader) Token() coordination.FencingToken {
 	f.mu.Lock()

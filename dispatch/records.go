@@ -236,6 +236,12 @@ type Entry struct {
 	// Token is the fencing token of the transaction that wrote the record.
 	Token coordination.FencingToken
 
+	// Term is the term of the leadership that wrote the record, from the
+	// record's [coordination.TermHeader]; [coordination.NoTerm] for a record
+	// that carries none, such as one written before terms existed. A reader
+	// sets it; it is not encoded in the value.
+	Term coordination.Term
+
 	// Member is the member that held the role.
 	Member string
 
@@ -270,8 +276,8 @@ func (e Entry) CommandID() string {
 // LogFormatError reports a malformed record of the command log or of the
 // requests topic.
 type LogFormatError struct {
-	// Part names the record part that failed: "entry key", "entry value", or
-	// "request value".
+	// Part names the record part that failed: "entry key", "entry value",
+	// "term header", or "request value".
 	Part string
 
 	reason string

@@ -211,7 +211,8 @@ func checkIntake(p IntakePosition) error {
 }
 
 // DecodeEntry decodes a record of the command log. The returned entry has no
-// Offset and no Batch; a reader sets them.
+// Offset and no Batch, and its Term is [coordination.NoTerm]: they live
+// outside the value, and [DecodeRecord] sets them from a fetched record.
 //
 // It returns a *LogFormatError, with Part "entry key" or "entry value", for
 // any input that EncodeEntry would not have written: a truncated buffer,
@@ -221,7 +222,7 @@ func checkIntake(p IntakePosition) error {
 // status or reason, an attempt or offset out of range. It never panics, and
 // it never allocates more than the size of its input.
 func DecodeEntry(key, value []byte) (Entry, error) {
-	var e Entry
+	e := Entry{Term: coordination.NoTerm}
 	kr := wireReader{buf: key}
 	if v := kr.int16("version"); kr.err == nil && v != entryKeyVersion {
 		kr.fail("unknown version %d", v)

@@ -115,7 +115,7 @@ func (d *Dispatcher) execute(l *lane, j job) {
 		ctx, span := d.tel.startDispatch(d.haltCtx, c.span, cmd, j.token, try)
 		ctx, cancel := context.WithDeadline(ctx, cmd.Deadline)
 		start := time.Now()
-		result, err := l.device.Dispatch(ctx, cmd, j.token)
+		result, err := dispatchUnder(ctx, l.device, cmd, coordination.Authority{Term: d.term, Token: j.token})
 		cancel()
 		d.tel.dispatchLatency(time.Since(start), cmd.Device)
 		if err != nil {

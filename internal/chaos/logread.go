@@ -72,7 +72,7 @@ func (r LogReader) ReadLog(ctx context.Context, tp coordination.TopicPartition) 
 			if rec.Attrs.IsControl() || rec.Offset >= lso {
 				return
 			}
-			e, err := dispatch.DecodeEntry(rec.Key, rec.Value)
+			e, err := dispatch.DecodeRecord(rec)
 			if err != nil {
 				// A record the codec refuses is itself a finding; keep
 				// its offset so the checker reports it.
