@@ -91,8 +91,15 @@ func leaderOf(t *testing.T, a, b *memberProc) (leader, other *memberProc) {
 // test's cleanup kills it.
 func startMember(t *testing.T, c cluster, tp topics, role coordination.Role, name string, server *recorder.Server, devices, redispatch string) *memberProc {
 	t.Helper()
+	return startIncarnation(t, c, tp, role, name, name, server, devices, redispatch)
+}
+
+// startIncarnation starts a process named name that competes as member id
+// memberID, so that two processes may share a member id.
+func startIncarnation(t *testing.T, c cluster, tp topics, role coordination.Role, name, memberID string, server *recorder.Server, devices, redispatch string) *memberProc {
+	t.Helper()
 	cmd := exec.Command(buildMember(t),
-		"-brokers", strings.Join(c.brokers, ","), "-role", role.String(), "-member", name,
+		"-brokers", strings.Join(c.brokers, ","), "-role", role.String(), "-member", memberID,
 		"-log-topic", tp.log, "-requests-topic", tp.requests, "-partitions", "1",
 		"-recorder", server.URL(), "-devices", devices, "-redispatch", redispatch)
 	stdout, err := cmd.StdoutPipe()
