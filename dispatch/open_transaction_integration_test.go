@@ -30,7 +30,7 @@ func openTransaction(t *testing.T, c cluster, partition coordination.TopicPartit
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...),
 		kgo.TransactionalID(kafkatest.UniqueName(t, "other-producer")),
-		kgo.TransactionTimeout(5*time.Minute),
+		kgo.TransactionTimeout(time.Minute),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
