@@ -4,7 +4,8 @@
 // holds the last stable offset below it. It keeps the time waited, logs it at
 // most once per [LogEvery], adds it to a counter, and says when the bound has
 // passed. The reads of package coordination and of package dispatch both use
-// it; each builds its own error from what it reports.
+// it, and both report a wait past its bound as coordination's
+// OpenTransactionError, which this package cannot import.
 package stablewait
 
 import (
@@ -17,11 +18,13 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// LogEvery is the shortest gap between two log lines of one wait. The first
-// line comes after [LogAfter], so a transaction that commits within a few
-// milliseconds, as a live producer's does, logs nothing.
 const (
+	// LogEvery is the shortest gap between two log lines of one wait.
 	LogEvery = 5 * time.Second
+
+	// LogAfter is how long a read waits before its first log line, so a
+	// transaction that commits within milliseconds, as a live producer's
+	// does, logs nothing.
 	LogAfter = time.Second
 )
 
@@ -68,7 +71,11 @@ func New(bound time.Duration, logger *slog.Logger, counter metric.Float64Counter
 func (w *Wait) Blocked(ctx context.Context, now time.Time, lso, target int64) (time.Duration, bool) {
 	if !w.blocked {
 		w.blocked, w.last = true, now
-		w.logged = now.Add(LogAfter - LogEvery)
+		// The first line of a stretch comes after LogAfter, and never
+		// within LogEvery of the line before.
+		if first := now.Add(LogAfter - LogEvery); first.After(w.logged) {
+			w.logged = first
+		}
 	}
 	if d := now.Sub(w.last); d > 0 {
 		w.waited += d
