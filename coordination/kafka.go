@@ -48,7 +48,10 @@ import (
 //
 // Kafka answers a commit before the coordinator has written the commit
 // markers, so a read_committed reader, ReadPartition included, sees a
-// committed record a moment (milliseconds) after the commit returned.
+// committed record a moment (milliseconds) after the commit returned. A
+// read also waits for the transactions that other producers hold open on the
+// partition, up to the bound of [KafkaTransport.SetReadWait], because such a
+// transaction hides every record committed after its first offset.
 //
 // # Transaction versions
 //
