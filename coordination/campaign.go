@@ -43,6 +43,16 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 			return nil, err
 		}
 		records, err := c.transport.ReadPartition(ctx, c.partition)
+		var open *OpenTransactionError
+		if errors.As(err, &open) && ctx.Err() == nil {
+			// Another producer's open transaction hides records committed
+			// after it; a decision on the part before it could challenge a
+			// holder whose renewals are hidden. Read again later.
+			if err := c.wait(ctx, c.settings.pollInterval); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if err != nil {
 			return nil, c.cause(ctx, "read the partition", err)
 		}

@@ -264,7 +264,8 @@
 // # Audit
 //
 // The log alone tells what happened. [KafkaLogReader.ReadLog] reads a
-// partition read_committed to its last stable offset, each [Entry] with its
+// partition read_committed to the high watermark taken when the read began,
+// waiting out the open transactions of other producers, each [Entry] with its
 // offset and the producer of its record batch; [KafkaLogReader.FollowLog]
 // streams it as it commits. [Replay] folds the entries into a [History]:
 // each command with its Issued record, its attempts (each with the token the

@@ -11,8 +11,11 @@ import (
 )
 
 // LogReader reads one partition of the command log, read_committed, from its
-// start to its last stable offset, in offset order. [ReadLog] does this over
-// Kafka; a test passes a fake.
+// start past the high watermark taken when the read began, in offset order,
+// waiting for any transaction that holds the last stable offset below it:
+// the dispatcher calls it after its leadership fenced the predecessor, so the
+// read holds every record the predecessor committed.
+// [KafkaLogReader.ReadLog] does this over Kafka; a test passes a fake.
 type LogReader interface {
 	ReadLog(ctx context.Context, partition coordination.TopicPartition) ([]Entry, error)
 }

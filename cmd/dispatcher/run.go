@@ -120,9 +120,15 @@ func (o *RunOptions) Run(ctx context.Context) error {
 		return withCode(ExitUsage, err)
 	}
 	defer transport.Close()
+	if err := transport.SetReadWait(coordination.ReadWait{Logger: logger, MeterProvider: tel.meters}); err != nil {
+		return err
+	}
 	logReader, err := dispatch.NewKafkaLogReader(cfg.Kafka.Brokers, kopts...)
 	if err != nil {
 		return withCode(ExitUsage, err)
+	}
+	if err := logReader.SetReadWait(dispatch.LogReadWait{Logger: logger, MeterProvider: tel.meters}); err != nil {
+		return err
 	}
 	requests, err := dispatch.NewKafkaRequestSource(cfg.Kafka.Brokers, kopts...)
 	if err != nil {
