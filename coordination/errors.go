@@ -57,6 +57,17 @@ type OpenTransactionError struct {
 	// Err is what ended the wait before its bound, such as the error of the
 	// caller's context; nil when the bound passed.
 	Err error
+
+	// Producers holds the ids of the producers whose transaction was open at
+	// the last stable offset, when the reader could learn them; nil
+	// otherwise.
+	Producers []int64
+
+	// Records holds what the read saw before the open transaction: the last
+	// record of every key up to the last stable offset, oldest first. A
+	// caller that knows the open transaction is one it may ignore, such as
+	// its own role's holder's, may decide on them.
+	Records []StateRecord
 }
 
 // Error names the partition, the offsets and the wait.

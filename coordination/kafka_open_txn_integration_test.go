@@ -149,3 +149,71 @@ func standbyEnded(t *testing.T, l *coordination.Leadership, err error) {
 	_ = l.Resign(context.Background())
 	t.Fatalf("the standby took the role, under %s, from a holder that renewed", l.Token())
 }
+
+// TestKafkaStandbyPastHoldersOwnOpenTransaction: the holder died in the
+// middle of a renewal, so its own transaction stays open on the role's
+// partition until the transaction coordinator times it out. That transaction
+// hides nothing the standby must wait for: it is the holder's unfinished
+// word. The standby decides on the view before it and challenges at the
+// deadline of the last committed lease, and its InitProducerId aborts the
+// transaction, long before the transaction would time out.
+func TestKafkaStandbyPastHoldersOwnOpenTransaction(t *testing.T) {
+	eachTxnVersion(t, func(t *testing.T, env kafkaEnv) {
+		ctx := testCtx(t, 90*time.Second)
+		role := uniqueRole(t)
+		topic := kafkatest.UniqueName(t, "state")
+		env.createTopic(t, topic, 1)
+		options := leadershipOptions(t, coordination.WithTopic(topic), coordination.WithPartitions(1))
+
+		// The holder writes as the role's producer would: a lease in one
+		// committed transaction, then a renewal in one that never ends. Its
+		// transaction timeout is far longer than the test waits.
+		holder := env.client(t, kgo.TransactionalID(role.String()),
+			kgo.TransactionTimeout(2*time.Minute), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		id, epoch, err := holder.ProducerID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		token, err := coordination.NewFencingToken(id, epoch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaseRecord := func() *kgo.Record {
+			now := time.Now().UnixMilli()
+			return &kgo.Record{Topic: topic, Partition: 0,
+				Key: coordination.EncodeKey(coordination.LeaseKey(role)),
+				Value: coordination.EncodeLease(coordination.Lease{Member: member(t, "holder"), Token: token,
+					GrantedAt: now, Deadline: now + testLease(t).Duration().Milliseconds()})}
+		}
+		if err := holder.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := holder.ProduceSync(ctx, leaseRecord()).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := holder.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatal(err)
+		}
+		if err := holder.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := holder.ProduceSync(ctx, leaseRecord()).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		hung := time.Now()
+
+		standby, err := coordination.AcquireLeadership(testCtx(t, 30*time.Second), env.transport(t, testLease(t)), role, member(t, "standby"), options...)
+		if err != nil {
+			t.Fatalf("the standby did not take over from a holder that died mid-renewal: %v", err)
+		}
+		defer func() { _ = standby.Resign(context.Background()) }()
+		took := time.Since(hung)
+		t.Logf("the standby took over %v after the holder's renewal hung, under %s, term %s", took, standby.Token(), standby.Term())
+		if took > 20*time.Second {
+			t.Errorf("the standby waited %v, as if for the holder's transaction to time out", took)
+		}
+		if err := holder.EndTransaction(ctx, kgo.TryCommit); err == nil {
+			t.Error("the dead holder's renewal committed after the standby took over")
+		}
+	})
+}

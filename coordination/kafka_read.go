@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/internal/stablewait"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -119,7 +120,7 @@ func (t *KafkaTransport) ReadPartition(ctx context.Context, partition TopicParti
 		fp, next, err := t.fetch(ctx, r, r.next, maxWait)
 		if err != nil {
 			if wait != nil && ctx.Err() != nil {
-				return nil, &OpenTransactionError{Partition: partition, StableOffset: lso, Target: target, Waited: wait.Waited(), Err: ctx.Err()}
+				return nil, t.openTransaction(r, lso, target, wait.Waited(), ctx.Err())
 			}
 			return nil, fmt.Errorf("coordination: read %s[%d] at offset %d: %w", partition.Topic, partition.Partition, r.next, err)
 		}
@@ -166,7 +167,7 @@ func (t *KafkaTransport) ReadPartition(ctx context.Context, partition TopicParti
 		}
 		waited, over := wait.Blocked(ctx, time.Now(), lso, target)
 		if over {
-			return nil, &OpenTransactionError{Partition: partition, StableOffset: lso, Target: target, Waited: waited}
+			return nil, t.openTransaction(r, lso, target, waited, nil)
 		}
 		maxWait = min(kafkaMaxFetchWait, wait.Remaining())
 		if deadline, ok := ctx.Deadline(); ok {
@@ -174,13 +175,43 @@ func (t *KafkaTransport) ReadPartition(ctx context.Context, partition TopicParti
 		}
 		maxWait = max(maxWait, time.Millisecond)
 	}
+	return r.snapshot(), nil
+}
+
+// snapshot returns the last record of every key read so far, oldest first.
+func (r *partitionReader) snapshot() []StateRecord {
 	out := make([]StateRecord, 0, len(r.records))
 	for _, rec := range r.records {
 		out = append(out, rec)
 	}
 	slices.SortFunc(out, func(a, b StateRecord) int { return cmp.Compare(a.Offset, b.Offset) })
-	return out, nil
+	return out
 }
+
+// openTransaction builds the error of a read that an open transaction held
+// at the last stable offset lso, with what the read saw before it and the
+// producers whose transaction is open there. The caller's context may have
+// ended, so the look-up of the producers has a bound of its own.
+func (t *KafkaTransport) openTransaction(r *partitionReader, lso, target int64, waited time.Duration, cause error) *OpenTransactionError {
+	e := &OpenTransactionError{Partition: r.partition, StableOffset: lso, Target: target, Waited: waited, Err: cause, Records: r.snapshot()}
+	ctx, cancel := context.WithTimeout(context.Background(), describeProducersTimeout)
+	defer cancel()
+	described, err := t.admin.DescribeProducers(ctx, kadm.TopicsSet{r.partition.Topic: {int32(r.partition.Partition): {}}})
+	if err != nil {
+		return e
+	}
+	described.EachProducer(func(p kadm.DescribedProducer) {
+		if int(p.Partition) == r.partition.Partition && p.CurrentTxnStartOffset >= 0 && p.CurrentTxnStartOffset <= lso {
+			e.Producers = append(e.Producers, p.ProducerID)
+		}
+	})
+	slices.Sort(e.Producers)
+	return e
+}
+
+// describeProducersTimeout bounds the look-up of the producers that hold a
+// transaction open on a partition.
+const describeProducersTimeout = 5 * time.Second
 
 // WaitPartition blocks until the partition holds a committed record at an
 // offset above after, and returns nil then; it returns the error of ctx when
