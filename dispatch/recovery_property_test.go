@@ -45,7 +45,6 @@ func (c *byteChoices) intn(n int) int {
 	return int(b) % n
 }
 
-
 const (
 	propRole      = "controller"
 	propOtherRole = "other" // shares the log partition
