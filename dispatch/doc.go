@@ -66,6 +66,14 @@
 // decision is itself recorded before anything is dispatched: every dispatch,
 // first or not, follows a record committed under the current token.
 //
+// A command's first terminal outcome settles it for good: whatever follows
+// in the log, a new leader never dispatches it again, and Resolve refuses it
+// with a *[NotInDoubtError] that reports Settled. Short of that, an outcome
+// in doubt leaves the command in doubt until an operator decides, and a
+// Redispatched record makes it pending again. Recovery takes any log,
+// sound or not, by these rules, and the live dispatcher applies the same
+// ones to each record it commits.
+//
 // The dispatcher keeps every command ID of its role's log in memory, which is
 // what makes a duplicate cheap to refuse; the log's retention bounds it.
 //

@@ -286,6 +286,8 @@ func checkTakeover(t *testing.T, entries []Entry, lawful bool) {
 		if err != nil || out.Status != StatusSucceeded {
 			t.Errorf("a new command after the takeover: %+v %v", out, err)
 		}
+		synctest.Wait()
+		checkLiveAgreesWithRecovery(t, h.d, log.entries(t))
 		h.leader.end(fmt.Errorf("test over: %w", coordination.ErrNotHeld))
 		if err := <-h.runErr; !errors.Is(err, coordination.ErrNotHeld) {
 			t.Errorf("Run returned %v, want the leadership's end", err)
@@ -396,4 +398,41 @@ func FuzzRecovery(f *testing.F) {
 		}
 		checkTakeover(t, entries, data[0]%2 == 1)
 	})
+}
+
+// checkLiveAgreesWithRecovery checks that the state the live dispatcher
+// reached, by recovering and then committing its own records, is the state
+// that a recovery of the whole log rebuilds: a successor sees what its
+// predecessor saw.
+func checkLiveAgreesWithRecovery(t *testing.T, d *Dispatcher, entries []Entry) {
+	t.Helper()
+	type view struct {
+		issued  bool
+		phase   phase
+		attempt int
+		token   coordination.FencingToken
+		status  Status
+	}
+	viewOf := func(c *command) view {
+		return view{c.issued, c.phase, c.attempt, c.token, c.outcome.Status}
+	}
+	rebuilt := foldLog(d.role, d.requestTP, entries)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(rebuilt.order) != len(d.commands) {
+		t.Errorf("the live dispatcher knows %d commands, a recovery of its log %d", len(d.commands), len(rebuilt.order))
+	}
+	for _, c := range rebuilt.order {
+		live, ok := d.commands[c.cmd.ID]
+		if !ok {
+			t.Errorf("%s: recovered, unknown to the live dispatcher", c.cmd.ID)
+			continue
+		}
+		if got, want := viewOf(live), viewOf(c); got != want {
+			t.Errorf("%s: live %+v, recovered %+v", c.cmd.ID, got, want)
+		}
+	}
+	if rebuilt.intake != d.intake {
+		t.Errorf("intake: live %d, recovered %d", d.intake, rebuilt.intake)
+	}
 }

@@ -70,8 +70,10 @@ func (e *NotInDoubtError) Error() string {
 // log, under the current token, before anything is dispatched.
 //
 // It returns a *[UnknownCommandError] for an ID the log does not hold, a
-// *[NotInDoubtError] for a command that is not in doubt, [ErrHalted] when the
-// dispatcher halts first, and ctx's error when ctx ends first; the resolve
+// *[NotInDoubtError] for a command that is not in doubt (a settled one
+// included: a command never gets a second terminal outcome), [ErrHalted]
+// when the dispatcher halts first, a *[PanicError] when the dispatcher's own
+// code panicked (it halts), and ctx's error when ctx ends first; the resolve
 // then goes on without the caller.
 func (d *Dispatcher) Resolve(ctx context.Context, id string, action ResolveAction) (Outcome, error) {
 	if action != ResolveRedispatch && action != ResolveCancel {
