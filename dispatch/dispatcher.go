@@ -319,8 +319,9 @@ func (d *Dispatcher) stop(cause error) {
 //
 // Submit returns [ErrHalted] when the dispatcher halts first; the command
 // may then have been recorded and even dispatched. A panic inside the
-// dispatcher's own code halts it, and Submit returns the *[PanicError]. When ctx ends first it
-// returns ctx's error, and the command goes on without the caller.
+// dispatcher's own code halts it, and Submit returns the *[PanicError]. When
+// ctx ends first it returns ctx's error, and the command goes on without the
+// caller.
 func (d *Dispatcher) Submit(ctx context.Context, cmd Command) (Outcome, error) {
 	ctx, span := d.tel.startSubmit(ctx, cmd)
 	defer span.End()
