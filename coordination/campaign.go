@@ -176,7 +176,10 @@ func (c *campaign) assumeRegistered(state RoleState) RoleState {
 // register appends the registration record of the member.
 func (c *campaign) register(ctx context.Context) error {
 	now := c.settings.clock.NowMillis()
-	value := EncodeRegistration(Registration{Member: c.member, RegisteredAt: now})
+	value, err := encodeRegistration(Registration{Member: c.member, RegisteredAt: now})
+	if err != nil {
+		return c.cause(ctx, "register", err)
+	}
 	if err := c.transport.Append(ctx, c.partition, c.key, value); err != nil {
 		return c.cause(ctx, "register", err)
 	}
@@ -197,7 +200,11 @@ func (c *campaign) challenge(ctx context.Context) (*Leadership, error) {
 	start := time.Now()
 	now := l.clock.NowMillis()
 	lease := l.config.Grant(c.member, token, now)
-	next, offset, err := l.writeLeaseRecord(ctx, token, EncodeLease(lease))
+	value, err := encodeLease(lease)
+	if err != nil {
+		return nil, c.cause(ctx, "write the first lease under token "+token.String(), err)
+	}
+	next, offset, err := l.writeLeaseRecord(ctx, token, value)
 	if err != nil {
 		return nil, c.cause(ctx, "write the first lease under token "+token.String(), err)
 	}

@@ -66,6 +66,14 @@
 // decision is itself recorded before anything is dispatched: every dispatch,
 // first or not, follows a record committed under the current token.
 //
+// A command's first terminal outcome settles it for good: whatever follows
+// in the log, a new leader never dispatches it again, and Resolve refuses it
+// with a *[NotInDoubtError] that reports Settled. Short of that, an outcome
+// in doubt leaves the command in doubt until an operator decides, and a
+// Redispatched record makes it pending again. Recovery takes any log,
+// sound or not, by these rules, and the live dispatcher applies the same
+// ones to each record it commits.
+//
 // The dispatcher keeps every command ID of its role's log in memory, which is
 // what makes a duplicate cheap to refuse; the log's retention bounds it.
 //
@@ -190,7 +198,10 @@
 // followed by that many bytes of UTF-8, bytes is an int32 length followed by
 // that many bytes, and time is an int64 count of milliseconds since the Unix
 // epoch, UTC (the zero time.Time is written as -62135596800000, the
-// millisecond of 0001-01-01T00:00:00Z). A negative length, a length above the
+// millisecond of 0001-01-01T00:00:00Z, and means no time). A time holds a
+// millisecond of the years 1 to 9999; a time within the first millisecond
+// after the zero time would read back as no time, so the encoders refuse it
+// as the decoders do. A negative length, a length above the
 // bound of its field, a buffer that ends early, and a byte after the last
 // field are all format errors ([LogFormatError]); a decoder checks each length
 // against the bytes that remain before it allocates, so no record makes it

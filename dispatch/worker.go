@@ -47,7 +47,7 @@ func (d *Dispatcher) enqueueJob(c *command, token coordination.FencingToken, att
 	l.jobs = append(l.jobs, job{c: c, token: token, attempt: attempt})
 	if !l.running && !d.halted {
 		l.running = true
-		d.wg.Go(func() { d.drive(l) })
+		d.spawn("the worker of device "+l.name, func() { d.drive(l) })
 	}
 }
 
