@@ -78,6 +78,10 @@ func (o *RunOptions) Complete() error {
 	if err != nil {
 		return withCode(ExitUsage, err)
 	}
+	// A member serves the API, so it needs its token now, before it joins.
+	if err := cfg.CheckMemberSecrets(); err != nil {
+		return withCode(ExitUsage, err)
+	}
 	o.cfg = cfg
 	logger, err := newLogger(o.Err, o.LogFormat, o.LogLevel)
 	if err != nil {
