@@ -104,7 +104,8 @@ contiguous. It exits 4 when the log does not verify.
 
 --verify prints the verdict alone. --follow prints records as they commit,
 until interrupted, and then the verdict; -o json then prints one object per
-line.`,
+line, -o yaml one document per record. --from, the first offset to print,
+goes with --follow only.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Complete(); err != nil {
