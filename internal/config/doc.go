@@ -16,6 +16,6 @@
 // the API loads a member's file without them.
 //
 // The package turns settings into the options of the libraries that use them
-// ([Kafka.ClientOptions] for franz-go, [Lease.Options] for package
-// coordination) so that the binary holds no translation logic of its own.
+// ([Kafka.ClientOptions] for franz-go), so that the binary holds no
+// translation logic of its own.
 package config

@@ -75,10 +75,8 @@ func (s *schema) fault(p position, field, value, problem, hint string) {
 	s.problems = append(s.problems, &FieldError{Line: p.line, Column: p.column, Field: field, Value: value, Problem: problem, Hint: hint})
 }
 
-// locate returns the place of field, or of its nearest enclosing field the
+// locateIn returns the place of field, or of its nearest enclosing field the
 // file has.
-func (s *schema) locate(field string) position { return locateIn(s.at, field) }
-
 func locateIn(at map[string]position, field string) position {
 	for field != "" {
 		if p, ok := at[field]; ok {
