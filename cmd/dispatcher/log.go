@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -105,7 +104,8 @@ contiguous. It exits 4 when the log does not verify.
 
 --verify prints the verdict alone. --follow prints records as they commit,
 until interrupted, and then the verdict; -o json then prints one object per
-line.`,
+line, -o yaml one document per record. --from, the first offset to print,
+goes with --follow only.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Complete(); err != nil {
@@ -143,6 +143,9 @@ func (o *LogOptions) Validate() error {
 	}
 	if o.From < 0 {
 		return usageErrorf("--from %d: want an offset of 0 or more", o.From)
+	}
+	if o.From != 0 && !o.Follow {
+		return usageErrorf("--from %d needs --follow: without it, log reads the whole partition", o.From)
 	}
 	return nil
 }
@@ -190,11 +193,11 @@ func (o *LogOptions) Run(ctx context.Context) error {
 		return unavailable(rctx, err)
 	}
 	audit := buildAudit(o.Cluster.Config.Role, tp, entries)
-	if o.Output == OutputJSON {
+	if o.Output.Structured() {
 		if !o.Verify {
 			audit.Log = records(entries)
 		}
-		if err := writeJSON(o.Out, audit); err != nil {
+		if err := o.Output.Write(o.Out, audit); err != nil {
 			return err
 		}
 	} else {
@@ -218,15 +221,15 @@ func (o *LogOptions) follow(ctx context.Context, reader logReader, tp coordinati
 	}
 	defer stream.Close()
 	var entries []dispatch.Entry
-	enc := json.NewEncoder(o.Out)
+	emit := o.Output.Stream(o.Out)
 	if o.Output == OutputTable {
 		fmt.Fprintln(o.Out, strings.Join(recordsHeader, "  "))
 	}
 	for e := range stream.Entries() {
 		entries = append(entries, e)
 		r := record(e)
-		if o.Output == OutputJSON {
-			if err := enc.Encode(r); err != nil {
+		if o.Output.Structured() {
+			if err := emit(r); err != nil {
 				return err
 			}
 			continue
@@ -237,8 +240,8 @@ func (o *LogOptions) follow(ctx context.Context, reader logReader, tp coordinati
 		return withCode(ExitUnavailable, fmt.Errorf("the stream of %s-%d was lost: %w", tp.Topic, tp.Partition, err))
 	}
 	audit := buildAudit(o.Cluster.Config.Role, tp, entries)
-	if o.Output == OutputJSON {
-		if err := enc.Encode(audit); err != nil {
+	if o.Output.Structured() {
+		if err := emit(audit); err != nil {
 			return err
 		}
 	} else {

@@ -120,8 +120,8 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 		return unavailable(ctx, err)
 	}
 	res := buildStatus(role, state, leadership, o.now())
-	if o.Output == OutputJSON {
-		err = writeJSON(o.Out, res)
+	if o.Output.Structured() {
+		err = o.Output.Write(o.Out, res)
 	} else {
 		err = writeStatusTable(o, res)
 	}
