@@ -255,7 +255,7 @@ func TestLeaderKilledMidStream(t *testing.T) {
 // TestLeaderPausedAndResumed pauses the leader's process (SIGSTOP) in the
 // middle of a stream, lets the standby take over and dispatch, and resumes
 // the old leader (SIGCONT): its freshness guard holds its dispatches until a
-// renewal, which the broker fences. A fencing device never admits a token
+// renewal, which the broker fences. A fencing device never admits a term
 // below one it has seen; the double dispatches at a device that does not
 // fence are counted and reported.
 func TestLeaderPausedAndResumed(t *testing.T) {
@@ -303,7 +303,7 @@ func TestLeaderPausedAndResumed(t *testing.T) {
 	checkDurableBeforeDispatch(t, entries, server.Dispatches())
 
 	all := server.Dispatches()
-	highest, refused := coordination.NoEpoch, 0
+	highest, refused := coordination.NoTerm, 0
 	for _, d := range all {
 		if d.Device != "fenced" {
 			continue
@@ -312,10 +312,10 @@ func TestLeaderPausedAndResumed(t *testing.T) {
 			refused++
 			continue
 		}
-		if d.Token.Compare(highest) < 0 {
-			t.Errorf("the fencing device admitted %s for %s after %s", d.Token, d.CommandID, highest)
+		if d.Term.Compare(highest) < 0 {
+			t.Errorf("the fencing device admitted term %s (token %s) for %s after term %s", d.Term, d.Token, d.CommandID, highest)
 		}
-		highest = d.Token
+		highest = d.Term
 	}
 	acted := map[string]int{}
 	for _, d := range all {

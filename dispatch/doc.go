@@ -145,12 +145,15 @@
 //     to reach the wire. What remains of the window is a pause that begins
 //     after the freshness check and before the device write, longer than the
 //     margin.
-//   - Device-side fencing. Every Dispatch carries the token of its record, and
-//     tokens never go backwards in the log. A device or gateway that refuses
-//     any token lower than the highest it has seen closes the rest of the
-//     window: the devices/mqtt envelope carries the token, devices/modbus can
-//     write it to fence registers, and a device that cannot check it is where
-//     a double dispatch remains possible; the integration tests count them.
+//   - Device-side fencing. Every dispatch carries the term of its leadership
+//     beside the token of its record ([AuthorityDevice]), and terms never go
+//     backwards in the log; tokens may, within a term, when the role's
+//     producer id rotates to a lower one. A device or gateway that refuses
+//     any term lower than the highest it has seen (devices/fence) closes the
+//     rest of the window: the devices/mqtt envelope carries the term and the
+//     token, devices/modbus can write both to fence registers, and a device
+//     that cannot check them is where a double dispatch remains possible;
+//     the integration tests count them.
 //
 // # The command log
 //

@@ -135,6 +135,9 @@ func TestLeadRedirectHandOver(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	if got := b.m.Leadership().Term; got != elected.Term {
+		t.Errorf("the standby shows term %s, the leader's is %s", got, elected.Term)
+	}
 	_, err := b.m.Submit(context.Background(), dispatch.Command{ID: "x", Device: "dev", Action: "go"}, 0)
 	var nl *httpapi.NotLeaderError
 	if !errors.As(err, &nl) || nl.Leader != "a" || nl.LeaderURL != "http://127.0.0.1:1" {
@@ -148,8 +151,11 @@ func TestLeadRedirectHandOver(t *testing.T) {
 	if got := a.m.Recent(10); len(got) != 1 || got[0].ID != "c1" {
 		t.Errorf("recent %+v", got)
 	}
-	if l := a.m.Leadership(); !l.Leader || l.Token == "" || l.LeaseRemainingMS <= 0 {
-		t.Errorf("leader view %+v", l)
+	if l := a.m.Leadership(); !l.Leader || l.Token == "" || l.Term != elected.Term || l.LeaseRemainingMS <= 0 {
+		t.Errorf("leader view %+v, want term %s", l, elected.Term)
+	}
+	if auth, ok := a.m.Leading(); !ok || auth.Term != elected.Term {
+		t.Errorf("Leading = %s, %v; want term %s", auth, ok, elected.Term)
 	}
 	// A malformed command is refused before it is accepted.
 	if _, err := a.m.Submit(context.Background(), dispatch.Command{ID: "", Device: "dev"}, 0); err == nil {
@@ -162,8 +168,8 @@ func TestLeadRedirectHandOver(t *testing.T) {
 	a.stop(t)
 	waitEvent(t, events, EventResigned)
 	next := waitEvent(t, events, EventElected)
-	if next.Member != "b" || !next.Token.Supersedes(elected.Token) {
-		t.Fatalf("next leader %s with %s after %s", next.Member, next.Token, elected.Token)
+	if next.Member != "b" || next.Term.Compare(elected.Term) <= 0 {
+		t.Fatalf("next leader %s with term %s after term %s", next.Member, next.Term, elected.Term)
 	}
 	if took := next.At.Sub(stoppedAt); took > 2*time.Second {
 		t.Errorf("handover took %v, longer than the lease", took)
