@@ -91,9 +91,12 @@
 //
 //   - Dispatch is never called concurrently for one device, and a device's
 //     commands arrive in log order.
-//   - A cancelled ctx must abort the device write as soon as the protocol
-//     allows, and Dispatch must then return: the halt of a deposed leader
-//     waits for it.
+//   - ctx ends at the halt, at the command's deadline, and at the end of the
+//     leadership's freshness (cause [ErrFreshnessExpired]; see "The zombie
+//     window"). A cancelled ctx must abort the device write as soon as the
+//     protocol allows, every wait of the device (a connection, an
+//     acknowledgement, an answer) must end with it, and Dispatch must then
+//     return: the halt of a deposed leader waits for it.
 //   - The token passed is the token under which the command's record
 //     committed. A device that can carry it to the hardware (an envelope
 //     field, a fence register) should, so the hardware can refuse a deposed
@@ -144,7 +147,13 @@
 //     cover the clock skew between members and the time one Dispatch needs
 //     to reach the wire. What remains of the window is a pause that begins
 //     after the freshness check and before the device write, longer than the
-//     margin.
+//     margin. Freshness also bounds the call itself: the ctx of every
+//     Dispatch ends, with cause [ErrFreshnessExpired], when [Leader.ValidFor]
+//     falls to the margin, an instant that each renewal committed during the
+//     call moves forward. A leader cut off from the cluster, whose renewals
+//     fail without fencing it, so stops waiting on a device before its lease
+//     runs out; such a call is in doubt unless the device certainly did not
+//     act.
 //   - Device-side fencing. Every dispatch carries the term of its leadership
 //     beside the token of its record ([AuthorityDevice]), and terms never go
 //     backwards in the log; tokens may, within a term, when the role's

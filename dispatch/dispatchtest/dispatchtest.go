@@ -9,8 +9,10 @@
 //   - a command the target accepts succeeds, and the target receives the
 //     fencing token that the call was given;
 //   - a context that is cancelled before the call makes Dispatch fail without
-//     acting, and one that is cancelled during a stalled call makes it return
-//     within the cancel bound;
+//     acting, and one that is cancelled during a stalled call, as the
+//     dispatcher cancels it at the end of the leadership's freshness (no
+//     deadline, cause dispatch.ErrFreshnessExpired), makes it return within
+//     the cancel bound;
 //   - an unreachable target gives an error marked dispatch.Retryable, a
 //     command the device refuses gives one marked dispatch.Rejected, and no
 //     error is marked both.
@@ -249,7 +251,10 @@ func checkCancelHonoured(ctx context.Context, target Target) error {
 	resume := target.Stall()
 	defer resume()
 	cmd := fill(target.Command(nextID("stalled")), target.cancelBound())
-	ctx, cancel := context.WithCancel(ctx)
+	// The dispatcher ends a call this way when the leadership's freshness
+	// runs out: no deadline, only a cancel with a cause.
+	ctx, cancelCause := context.WithCancelCause(ctx)
+	cancel := func() { cancelCause(dispatch.ErrFreshnessExpired) }
 	type answer struct {
 		err error
 		at  time.Time

@@ -5,6 +5,8 @@
 // Tests that carry the integration build tag call [Brokers] for the real
 // cluster, [CreateTopic] for a topic of their own, and, after [LockFaults],
 // [KillBroker] and [RestartBroker] to take one broker away and bring it back.
+// A [Partition] cuts one process's clients off the cluster instead, leaving
+// the brokers up: it needs no fault lock.
 // The fault lock keeps a test that kills a broker apart from the tests of
 // every other package, which `go test ./...` runs at the same time. The script
 // writes the variables these read to .run/kafka/env; scripts/test.sh sources
