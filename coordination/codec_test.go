@@ -75,6 +75,22 @@ func goldenVectors() []golden {
 				}
 			},
 		},
+		{
+			file: "term-header.hex",
+			encode: func(t *testing.T) []byte {
+				h := TermHeaderOf(4096)
+				if h.Key != "krabka.term" {
+					t.Fatalf("the term header is named %q", h.Key)
+				}
+				return h.Value
+			},
+			decode: func(t *testing.T, data []byte) {
+				term, ok, err := TermFromHeaders([]Header{{Key: TermHeader, Value: data}})
+				if err != nil || !ok || term != 4096 {
+					t.Fatalf("decoded %s, %t, %v", term, ok, err)
+				}
+			},
+		},
 	}
 }
 
