@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"time"
 )
 
@@ -42,7 +44,10 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		records, err := c.transport.ReadPartition(ctx, c.partition)
+		records, partial, err := c.read(ctx)
+		if errors.Is(err, errReadAgain) {
+			continue
+		}
 		if err != nil {
 			return nil, c.cause(ctx, "read the partition", err)
 		}
@@ -50,6 +55,9 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 		c.spurious = c.woken && !changed
 		c.woken = false
 		state := c.fold(records)
+		if partial {
+			state = c.assumeRegistered(state)
+		}
 		now := clock.NowMillis()
 		decision := Evaluate(state, c.member, now, c.settings.lease)
 		if decision.Action == ActionHold {
@@ -110,10 +118,68 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 	}
 }
 
+// errReadAgain says that a read of the partition gave no view to decide on
+// yet, and the campaign reads again.
+var errReadAgain = errors.New("coordination: read the partition again")
+
+// read reads the role's partition for a decision, waiting at most a poll
+// interval (a second at least) on an open transaction.
+//
+// A transaction open on the partition hides every record committed after
+// its first offset. When it is another producer's, the records it hides may
+// be renewals of a healthy holder, so the campaign does not decide on the part
+// before it and reads again: errReadAgain. When it is the role's own
+// producer's, the holder itself began it: a renewal or a resignation that has
+// not committed, or will never commit because the holder died. The view
+// before it is the holder's latest committed word, and the campaign decides
+// on it, as a read that stopped at the last stable offset would; a challenge
+// at the deadline then aborts the transaction with its InitProducerId,
+// rather than waiting for the transaction coordinator to time it out.
+//
+// The view before the holder's transaction is partial in one more way: the
+// registrations appended after the transaction began are hidden too, this
+// member's own among them, so partial reports it and the campaign takes
+// itself for registered at the tail of the roster.
+func (c *campaign) read(ctx context.Context) (records []StateRecord, partial bool, err error) {
+	readCtx, cancel := context.WithTimeout(ctx, max(c.settings.pollInterval, time.Second))
+	defer cancel()
+	records, err = c.transport.ReadPartition(readCtx, c.partition)
+	if err == nil || ctx.Err() != nil {
+		return records, false, err
+	}
+	var open *OpenTransactionError
+	if !errors.As(err, &open) {
+		if readCtx.Err() != nil {
+			return nil, false, errReadAgain // a slow read; it goes on where it stopped
+		}
+		return nil, false, err
+	}
+	if held, ok, derr := c.transport.DescribeEpoch(ctx, c.role); derr == nil && ok && slices.Contains(open.Producers, held.ProducerID()) {
+		return open.Records, true, nil
+	}
+	return nil, false, errReadAgain
+}
+
+// assumeRegistered adds this member at the tail of a roster read from a
+// partial view, when its registration committed but the view cannot show it.
+func (c *campaign) assumeRegistered(state RoleState) RoleState {
+	if !c.registered {
+		return state
+	}
+	if _, ok := state.Entry(c.member); ok {
+		return state
+	}
+	state.Roster = append(state.Roster, RosterEntry{Member: c.member, Offset: math.MaxInt64, RegisteredAt: c.lastRegistered})
+	return state
+}
+
 // register appends the registration record of the member.
 func (c *campaign) register(ctx context.Context) error {
 	now := c.settings.clock.NowMillis()
-	value := EncodeRegistration(Registration{Member: c.member, RegisteredAt: now})
+	value, err := encodeRegistration(Registration{Member: c.member, RegisteredAt: now})
+	if err != nil {
+		return c.cause(ctx, "register", err)
+	}
 	if err := c.transport.Append(ctx, c.partition, c.key, value); err != nil {
 		return c.cause(ctx, "register", err)
 	}
@@ -134,7 +200,11 @@ func (c *campaign) challenge(ctx context.Context) (*Leadership, error) {
 	start := time.Now()
 	now := l.clock.NowMillis()
 	lease := l.config.Grant(c.member, token, now)
-	next, offset, err := l.writeLeaseRecord(ctx, token, EncodeLease(lease))
+	value, err := encodeLease(lease)
+	if err != nil {
+		return nil, c.cause(ctx, "write the first lease under token "+token.String(), err)
+	}
+	next, offset, err := l.writeLeaseRecord(ctx, token, value)
 	if err != nil {
 		return nil, c.cause(ctx, "write the first lease under token "+token.String(), err)
 	}

@@ -164,10 +164,84 @@ const (
 	partLease        = "lease value"
 )
 
+// known reports whether the kind is one that DecodeKey accepts.
+func (k RecordKind) known() bool { return k == KindRegistration || k == KindLease }
+
+// checkKey reports why DecodeKey would refuse the bytes that EncodeKey writes
+// for key, or returns nil. It runs the checks that DecodeKey runs on the same
+// fields: RecordKind.known on the kind, NewRole on the role and, for a
+// registration key, NewMemberID on the member. Every key this package writes
+// passes it first (see encodeKey).
+func checkKey(key Key) error {
+	if !key.Kind.known() {
+		return fmt.Errorf("coordination: unknown record kind %d", int16(key.Kind))
+	}
+	if _, err := NewRole(key.Role.name); err != nil {
+		return err
+	}
+	if key.Kind == KindRegistration {
+		if _, err := NewMemberID(key.Member.name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkRegistration reports why DecodeRegistration would refuse the bytes
+// that EncodeRegistration writes, or returns nil: it runs NewMemberID on the
+// member, as the decoder does. RegisteredAt takes any value.
+func checkRegistration(registration Registration) error {
+	_, err := NewMemberID(registration.Member.name)
+	return err
+}
+
+// checkLease reports why DecodeLease would refuse the bytes that EncodeLease
+// writes, or returns nil: it runs NewMemberID on the member and
+// NewFencingToken on the token, as the decoder does, so [NoEpoch] is refused.
+// GrantedAt and Deadline take any value.
+func checkLease(lease Lease) error {
+	if _, err := NewMemberID(lease.Member.name); err != nil {
+		return err
+	}
+	_, err := NewFencingToken(lease.Token.producerID, lease.Token.producerEpoch)
+	return err
+}
+
+// encodeKey, encodeRegistration and encodeLease encode after the check that
+// their decoder makes, so that this package never writes a record that no
+// reader can decode. The exported encoders keep the signatures of the spec,
+// which has no error to return.
+func encodeKey(key Key) ([]byte, error) {
+	if err := checkKey(key); err != nil {
+		return nil, fmt.Errorf("coordination: encode key: %w", err)
+	}
+	return EncodeKey(key), nil
+}
+
+func encodeRegistration(registration Registration) ([]byte, error) {
+	if err := checkRegistration(registration); err != nil {
+		return nil, fmt.Errorf("coordination: encode registration: %w", err)
+	}
+	return EncodeRegistration(registration), nil
+}
+
+func encodeLease(lease Lease) ([]byte, error) {
+	if err := checkLease(lease); err != nil {
+		return nil, fmt.Errorf("coordination: encode lease: %w", err)
+	}
+	return EncodeLease(lease), nil
+}
+
 // EncodeKey encodes a key of [StateTopic].
 //
 // The function writes the empty member string for a lease key, whatever
 // key.Member holds, because the frozen layout gives a lease no member.
+//
+// DecodeKey reads back what EncodeKey writes for every key that
+// [RegistrationKey] or [LeaseKey] builds from a [Role] and a [MemberID] that
+// their constructors made. A zero Role, a zero MemberID in a registration
+// key, or a Kind other than [KindRegistration] and [KindLease] encodes to
+// bytes that DecodeKey refuses; the package checks every key it writes first.
 func EncodeKey(key Key) []byte {
 	member := key.Member.name
 	if key.Kind == KindLease {
@@ -181,6 +255,9 @@ func EncodeKey(key Key) []byte {
 }
 
 // EncodeRegistration encodes the value of a registration record.
+// DecodeRegistration reads back what it writes for a registration whose
+// Member its constructor made; a zero Member encodes to bytes that the
+// decoder refuses, and the package checks every registration it writes first.
 func EncodeRegistration(registration Registration) []byte {
 	b := make([]byte, 0, 12+len(registration.Member.name))
 	b = binary.BigEndian.AppendUint16(b, uint16(recordVersion))
@@ -188,7 +265,10 @@ func EncodeRegistration(registration Registration) []byte {
 	return binary.BigEndian.AppendUint64(b, uint64(registration.RegisteredAt))
 }
 
-// EncodeLease encodes the value of a lease record.
+// EncodeLease encodes the value of a lease record. DecodeLease reads back
+// what it writes for a lease whose Member and Token their constructors made;
+// a zero Member or [NoEpoch] encodes to bytes that the decoder refuses, and
+// the package checks every lease it writes first.
 func EncodeLease(lease Lease) []byte {
 	b := make([]byte, 0, 30+len(lease.Member.name))
 	b = binary.BigEndian.AppendUint16(b, uint16(recordVersion))
@@ -225,7 +305,7 @@ func DecodeKey(data []byte) (Key, error) {
 	if err != nil {
 		return Key{}, err
 	}
-	if kind != int16(KindRegistration) && kind != int16(KindLease) {
+	if !RecordKind(kind).known() {
 		return Key{}, r.fault(kindAt, "unknown record kind "+strconv.Itoa(int(kind)), nil)
 	}
 	roleAt := r.pos

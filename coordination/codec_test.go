@@ -2,6 +2,7 @@ package coordination
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -10,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden vectors in testdata")
@@ -69,6 +72,22 @@ func goldenVectors() []golden {
 				lease, err := DecodeLease(data)
 				if err != nil || lease != goldenLease(t) {
 					t.Fatalf("decoded %+v, %v", lease, err)
+				}
+			},
+		},
+		{
+			file: "term-header.hex",
+			encode: func(t *testing.T) []byte {
+				h := TermHeaderOf(4096)
+				if h.Key != "krabka.term" {
+					t.Fatalf("the term header is named %q", h.Key)
+				}
+				return h.Value
+			},
+			decode: func(t *testing.T, data []byte) {
+				term, ok, err := TermFromHeaders([]Header{{Key: TermHeader, Value: data}})
+				if err != nil || !ok || term != 4096 {
+					t.Fatalf("decoded %s, %t, %v", term, ok, err)
 				}
 			},
 		},
@@ -269,3 +288,46 @@ func TestEncodeCutsOverlongString(t *testing.T) {
 func decodeKey(b []byte) error          { _, err := DecodeKey(b); return err }
 func decodeRegistration(b []byte) error { _, err := DecodeRegistration(b); return err }
 func decodeLease(b []byte) error        { _, err := DecodeLease(b); return err }
+
+// noEpochTransport is a transport whose coordinator answers an epoch
+// request with NoEpoch and no error, as a broken transport could.
+type noEpochTransport struct{ *memTransport }
+
+func (noEpochTransport) AcquireEpoch(context.Context, Role) (FencingToken, error) {
+	return NoEpoch, nil
+}
+
+// TestNoLeaseThatCannotBeDecodedIsWritten: a lease under NoEpoch would
+// encode to bytes that DecodeLease refuses, and every reader of the role
+// would then fail on it. The campaign refuses to write it.
+func TestNoLeaseThatCannotBeDecodedIsWritten(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cluster := newMemCluster(t)
+		transport := noEpochTransport{cluster.transport()}
+		role := mustRole(t, "controller")
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if l, err := AcquireLeadership(ctx, transport, role, mustMember(t, "node-1"), testOptions(NewManualClock(t0))...); err == nil {
+			l.Resign(context.Background())
+			t.Fatal("a leadership under NoEpoch was acquired")
+		}
+		tp, err := RolePartition(role, DefaultPartitions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range cluster.records(TopicPartition{Topic: StateTopic, Partition: tp}) {
+			key, err := DecodeKey(r.Key)
+			if err != nil {
+				t.Fatalf("offset %d: %v", r.Offset, err)
+			}
+			if key.Kind == KindLease && !IsTombstone(r.Value) {
+				if _, err := DecodeLease(r.Value); err != nil {
+					t.Errorf("offset %d: a lease that does not decode was written: %v", r.Offset, err)
+				}
+			}
+		}
+		if n := transport.callCount("WriteGuarded") + transport.callCount("WriteLease"); n != 0 {
+			t.Errorf("%d lease writes under NoEpoch", n)
+		}
+	})
+}

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/krabka-io/krabka-dispatch/internal/stablewait"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -44,7 +48,10 @@ import (
 //
 // Kafka answers a commit before the coordinator has written the commit
 // markers, so a read_committed reader, ReadPartition included, sees a
-// committed record a moment (milliseconds) after the commit returned.
+// committed record a moment (milliseconds) after the commit returned. A
+// read also waits for the transactions that other producers hold open on the
+// partition, up to the bound of [KafkaTransport.SetReadWait], because such a
+// transaction hides every record committed after its first offset.
 //
 // # Transaction versions
 //
@@ -81,6 +88,73 @@ type KafkaTransport struct {
 	closed    bool
 	producers map[string]*roleProducer // by role name
 	readers   map[TopicPartition]*partitionReader
+	readWait  readWait
+}
+
+// readWait is the resolved [ReadWait] of a transport.
+type readWait struct {
+	bound   time.Duration
+	logger  *slog.Logger
+	counter metric.Float64Counter
+}
+
+// OpenTransactionWaitMetric names the counter, in seconds, of the time that
+// [KafkaTransport.ReadPartition] spent waiting for another producer's open
+// transaction to end, with the attributes "topic" and "partition".
+const OpenTransactionWaitMetric = "coordination.read.open_transaction_wait"
+
+// ReadWait configures how [KafkaTransport.ReadPartition] waits for the open
+// transactions of other producers. Pass it to [KafkaTransport.SetReadWait].
+type ReadWait struct {
+	// Bound is the longest a read waits, in all, for the last stable offset
+	// to move past an open transaction before it returns an
+	// *[OpenTransactionError]. Zero means the lease duration: the role's
+	// transaction timeout (Kafka's transaction.timeout.ms), the time after
+	// which the coordinator aborts the transaction of a producer of a role
+	// that died, and the bound of every call of the transport anyway, since a
+	// read that outlasts a lease is of no use to a standby, which reads again.
+	Bound time.Duration
+
+	// Logger receives a line, at most every few seconds, while a read waits.
+	// Nil discards them.
+	Logger *slog.Logger
+
+	// MeterProvider provides the meter of [OpenTransactionWaitMetric]. Nil
+	// records nothing.
+	MeterProvider metric.MeterProvider
+}
+
+// SetReadWait sets how ReadPartition waits for other producers' open
+// transactions; reads that already began keep the setting they began with.
+func (t *KafkaTransport) SetReadWait(w ReadWait) error {
+	if w.Bound < 0 {
+		return fmt.Errorf("coordination: read wait bound %s is negative", w.Bound)
+	}
+	rw := readWait{bound: w.Bound, logger: w.Logger}
+	if rw.bound == 0 {
+		rw.bound = t.lease.duration
+	}
+	if w.MeterProvider != nil {
+		c, err := stablewait.NewCounter(w.MeterProvider, instrumentationName, OpenTransactionWaitMetric)
+		if err != nil {
+			return fmt.Errorf("coordination: %w", err)
+		}
+		rw.counter = c
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.readWait = rw
+	return nil
+}
+
+// instrumentationName names the meter of this package.
+const instrumentationName = "github.com/krabka-io/krabka-dispatch/coordination"
+
+// readWaitSettings returns the read wait of the transport.
+func (t *KafkaTransport) readWaitSettings() readWait {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.readWait
 }
 
 // Defaults of the transport's clients. A caller's franz-go option of the same
@@ -151,6 +225,7 @@ func NewKafkaTransportWithClientOptions(lease LeaseConfig, opts ...kgo.Opt) (*Ka
 		opts:      append([]kgo.Opt(nil), opts...),
 		producers: make(map[string]*roleProducer),
 		readers:   make(map[TopicPartition]*partitionReader),
+		readWait:  readWait{bound: lease.duration},
 	}
 	plain, err := kgo.NewClient(t.clientOpts()...)
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/krabka-io/krabka-dispatch/internal/stablewait"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -69,9 +71,23 @@ func (t *KafkaTransport) reader(partition TopicPartition) (*partitionReader, err
 }
 
 // ReadPartition returns the committed records of the partition from its
-// first offset to its last stable offset, oldest first. It reads with
-// read_committed isolation, so a record of an aborted or still open
-// transaction never shows.
+// first offset to the high watermark it finds when the call begins, oldest
+// first. It reads with read_committed isolation, so a record of an aborted or
+// still open transaction never shows.
+//
+// Roles share the partitions of the state topic, so another producer may
+// hold a transaction open on the partition while the role's holder commits
+// its renewals after that transaction's first offset. Kafka's last stable
+// offset stays at that first offset until the transaction ends, and a read
+// that stopped there would miss the renewals and take a healthy holder for a
+// dead one. ReadPartition therefore reads past the last stable offset: it
+// keeps fetching (long-poll fetches, which the broker answers the moment the
+// last stable offset moves) until it has passed the high watermark taken when
+// it began, so every transaction begun before the call has ended and every
+// record committed before the call is in the result. It waits on open
+// transactions for at most the bound set by [KafkaTransport.SetReadWait] (the
+// lease duration by default), and then returns an *[OpenTransactionError];
+// it logs the wait and counts it in a metric while it waits.
 //
 // The transport remembers what it read: a later call fetches only what came
 // after, and it returns the last record of every key, which is what log
@@ -86,6 +102,7 @@ func (t *KafkaTransport) ReadPartition(ctx context.Context, partition TopicParti
 	if err != nil {
 		return nil, err
 	}
+	rw := t.readWaitSettings()
 	ctx, cancel := t.bound(ctx)
 	defer cancel()
 	select {
@@ -95,9 +112,16 @@ func (t *KafkaTransport) ReadPartition(ctx context.Context, partition TopicParti
 	}
 	defer func() { <-r.slot }()
 
+	target := int64(-1) // the high watermark when the read began
+	var wait *stablewait.Wait
+	var lso int64
+	var maxWait time.Duration
 	for {
-		fp, next, err := t.fetch(ctx, r, r.next, 0)
+		fp, next, err := t.fetch(ctx, r, r.next, maxWait)
 		if err != nil {
+			if wait != nil && ctx.Err() != nil {
+				return nil, t.openTransaction(r, lso, target, wait.Waited(), ctx.Err())
+			}
 			return nil, fmt.Errorf("coordination: read %s[%d] at offset %d: %w", partition.Topic, partition.Partition, r.next, err)
 		}
 		if next < 0 {
@@ -111,28 +135,89 @@ func (t *KafkaTransport) ReadPartition(ctx context.Context, partition TopicParti
 			r.next, r.records = start, make(map[string]StateRecord)
 			continue
 		}
+		if target < 0 {
+			// The first fetch answers with the high watermark of the
+			// partition leader, which is the one a ListOffsets for the
+			// latest offset would return, without a round trip of its own.
+			target = fp.HighWatermark
+		}
 		for _, rec := range fp.Records {
 			if rec.Attrs.IsControl() {
 				continue
 			}
 			r.records[string(rec.Key)] = stateRecordOf(rec)
 		}
+		advanced := next > r.next
 		r.next = max(r.next, next)
-		if r.next >= fp.LastStableOffset {
+		if r.next >= target {
 			break
 		}
+		maxWait = 0
+		if advanced || fp.LastStableOffset > r.next {
+			if wait != nil {
+				wait.Moved()
+			}
+			continue
+		}
+		// The last stable offset sits at the position, below the target: a
+		// transaction that began there is open. Long-poll until it moves.
+		lso = fp.LastStableOffset
+		if wait == nil {
+			wait = stablewait.New(rw.bound, rw.logger, rw.counter, partition.Topic, partition.Partition)
+		}
+		waited, over := wait.Blocked(ctx, time.Now(), lso, target)
+		if over {
+			return nil, t.openTransaction(r, lso, target, waited, nil)
+		}
+		maxWait = min(kafkaMaxFetchWait, wait.Remaining())
+		if deadline, ok := ctx.Deadline(); ok {
+			maxWait = min(maxWait, time.Until(deadline))
+		}
+		maxWait = max(maxWait, time.Millisecond)
 	}
+	return r.snapshot(), nil
+}
+
+// snapshot returns the last record of every key read so far, oldest first.
+func (r *partitionReader) snapshot() []StateRecord {
 	out := make([]StateRecord, 0, len(r.records))
 	for _, rec := range r.records {
 		out = append(out, rec)
 	}
 	slices.SortFunc(out, func(a, b StateRecord) int { return cmp.Compare(a.Offset, b.Offset) })
-	return out, nil
+	return out
 }
+
+// openTransaction builds the error of a read that an open transaction held
+// at the last stable offset lso, with what the read saw before it and the
+// producers whose transaction is open there. The caller's context may have
+// ended, so the look-up of the producers has a bound of its own.
+func (t *KafkaTransport) openTransaction(r *partitionReader, lso, target int64, waited time.Duration, cause error) *OpenTransactionError {
+	e := &OpenTransactionError{Partition: r.partition, StableOffset: lso, Target: target, Waited: waited, Err: cause, Records: r.snapshot()}
+	ctx, cancel := context.WithTimeout(context.Background(), describeProducersTimeout)
+	defer cancel()
+	described, err := t.admin.DescribeProducers(ctx, kadm.TopicsSet{r.partition.Topic: {int32(r.partition.Partition): {}}})
+	if err != nil {
+		return e
+	}
+	described.EachProducer(func(p kadm.DescribedProducer) {
+		if int(p.Partition) == r.partition.Partition && p.CurrentTxnStartOffset >= 0 && p.CurrentTxnStartOffset <= lso {
+			e.Producers = append(e.Producers, p.ProducerID)
+		}
+	})
+	slices.Sort(e.Producers)
+	return e
+}
+
+// describeProducersTimeout bounds the look-up of the producers that hold a
+// transaction open on a partition.
+const describeProducersTimeout = 5 * time.Second
 
 // WaitPartition blocks until the partition holds a committed record at an
 // offset above after, and returns nil then; it returns the error of ctx when
-// ctx ends first. The wait is a long-poll fetch (Kafka's fetch.max.wait.ms),
+// ctx ends first. While another producer's transaction is open on the
+// partition, a committed record after its first offset shows only when it
+// ends; the long poll wakes the moment it does. The wait is a long-poll fetch (Kafka's fetch.max.wait.ms),
 // so the broker answers the moment a transaction commits a record: a standby
 // that waits here between two reads of [KafkaTransport.ReadPartition] sees a
 // resignation within a round trip, where a sleep would cost a whole poll

@@ -4,13 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/internal/kafkatest"
@@ -190,7 +195,7 @@ func runTransportSuite(t *testing.T, env kafkaEnv) {
 	t.Run("GuardedWriteSeveralTopics", func(t *testing.T) { testGuardedWriteSeveralTopics(t, env) })
 	t.Run("GuardedWriteAbortsOnFailure", func(t *testing.T) { testGuardedWriteAborts(t, env) })
 	t.Run("AppendPinsPartition", func(t *testing.T) { testAppendPinsPartition(t, env) })
-	t.Run("ReadSkipsOpenTransaction", func(t *testing.T) { testReadSkipsOpenTransaction(t, env) })
+	t.Run("ReadPastOpenTransaction", func(t *testing.T) { testReadPastOpenTransaction(t, env) })
 	t.Run("WaitPartition", func(t *testing.T) { testWaitPartition(t, env) })
 	t.Run("ReadAfterLogStartMoved", func(t *testing.T) { testReadAfterLogStartMoved(t, env) })
 	t.Run("NoProducerNoWrite", func(t *testing.T) { testNoProducerNoWrite(t, env) })
@@ -425,10 +430,13 @@ func testAppendPinsPartition(t *testing.T, env kafkaEnv) {
 	}
 }
 
-// testReadSkipsOpenTransaction: ReadPartition returns promptly while another
-// producer holds a transaction open on the partition, and shows none of its
-// records, before or after the abort.
-func testReadSkipsOpenTransaction(t *testing.T, env kafkaEnv) {
+// testReadPastOpenTransaction: while another producer holds a transaction
+// open on the partition, ReadPartition waits for it rather than stop at the
+// last stable offset: past its bound it fails with an *OpenTransactionError
+// (and the wait was logged and counted); a read under way when the
+// transaction ends returns the record committed after the transaction's
+// first offset. No record of the transaction ever shows.
+func testReadPastOpenTransaction(t *testing.T, env kafkaEnv) {
 	ctx := testCtx(t, 60*time.Second)
 	tr := env.transport(t, testLease(t))
 	role := uniqueRole(t)
@@ -460,26 +468,70 @@ func testReadSkipsOpenTransaction(t *testing.T, env kafkaEnv) {
 		t.Fatal(err)
 	}
 
-	// Each read returns at the last stable offset, which the open
-	// transaction holds back; it does not wait for the transaction.
-	eventually(t, 10*time.Second, func() error {
-		readCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		state, err := readState(readCtx, tr, role)
-		if err != nil {
-			t.Fatalf("ReadPartition with a transaction open: %v", err)
-		}
-		if _, ok := state.Entry(member(t, "uncommitted")); ok {
-			t.Fatal("ReadPartition shows a record of an open transaction")
-		}
-		if _, ok := state.Entry(member(t, "before")); !ok {
-			return fmt.Errorf("ReadPartition misses a committed record: %+v", state.Roster)
-		}
-		return nil
-	})
+	// The open transaction holds the last stable offset at its first
+	// offset, below the high watermark: with a short bound, the read waits,
+	// logs, counts the wait, and fails with the typed error.
+	metrics := sdkmetric.NewManualReader()
+	var logs syncBuffer
+	const bound = 2 * time.Second
+	if err := tr.SetReadWait(coordination.ReadWait{
+		Bound:         bound,
+		Logger:        slog.New(slog.NewTextHandler(&logs, nil)),
+		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(metrics)),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	_, err = readState(ctx, tr, role)
+	var blocked *coordination.OpenTransactionError
+	if !errors.As(err, &blocked) {
+		t.Fatalf("ReadPartition with a transaction open: got %v, want an *OpenTransactionError", err)
+	}
+	if elapsed := time.Since(began); elapsed < bound {
+		t.Errorf("ReadPartition gave up after %v, before its bound %v", elapsed, bound)
+	}
+	if blocked.Err != nil || blocked.Waited < bound || blocked.StableOffset >= blocked.Target || blocked.Partition != partition {
+		t.Errorf("OpenTransactionError = %+v; want the bound passed on %v, the stable offset below the target", blocked, partition)
+	}
+	if waited := counterSum(t, metrics, coordination.OpenTransactionWaitMetric); waited < bound.Seconds() {
+		t.Errorf("metric %s = %vs, want at least the bound %v", coordination.OpenTransactionWaitMetric, waited, bound)
+	}
+	if line := logs.String(); !strings.Contains(line, "last_stable_offset="+strconv.FormatInt(blocked.StableOffset, 10)) ||
+		!strings.Contains(line, "target_high_watermark="+strconv.FormatInt(blocked.Target, 10)) {
+		t.Errorf("no log line of the wait naming the offsets; logged: %q", line)
+	}
 
+	// With the default bound, a read that begins while the transaction is
+	// open returns once it ends, with the record committed after the open
+	// transaction's first offset.
+	if err := tr.SetReadWait(coordination.ReadWait{}); err != nil {
+		t.Fatal(err)
+	}
+	type read struct {
+		state coordination.RoleState
+		err   error
+	}
+	done := make(chan read, 1)
+	go func() {
+		state, err := readState(ctx, tr, role)
+		done <- read{state, err}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("ReadPartition returned while the transaction is open: %+v, %v", r.state.Roster, r.err)
+	case <-time.After(500 * time.Millisecond):
+	}
 	if err := open.EndTransaction(ctx, kgo.TryAbort); err != nil {
 		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("ReadPartition across the abort: %v", r.err)
+	}
+	for name, want := range map[string]bool{"before": true, "after": true, "uncommitted": false} {
+		if _, ok := r.state.Entry(member(t, name)); ok != want {
+			t.Errorf("read across the abort: record %q shows %v, want %v", name, ok, want)
+		}
 	}
 	// The record behind the aborted transaction shows once the abort marker
 	// is written; the aborted record never does.
@@ -603,4 +655,43 @@ func testNoProducerNoWrite(t *testing.T, env kafkaEnv) {
 	if _, err := tr.ReadPartition(ctx, partition); err == nil {
 		t.Fatal("ReadPartition after Close succeeded")
 	}
+}
+
+// syncBuffer is a buffer a logger writes to while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// counterSum collects the float counter name from reader and sums its
+// points.
+func counterSum(t *testing.T, reader *sdkmetric.ManualReader, name string) float64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if data, ok := m.Data.(metricdata.Sum[float64]); ok && m.Name == name {
+				for _, p := range data.DataPoints {
+					sum += p.Value
+				}
+			}
+		}
+	}
+	return sum
 }

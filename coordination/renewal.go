@@ -92,7 +92,11 @@ func (l *Leadership) renewLocked(ctx context.Context) error {
 	start := time.Now()
 	now := l.clock.NowMillis()
 	lease := l.config.Grant(l.member, token, now)
-	next, _, err := l.writeLeaseRecord(ctx, token, EncodeLease(lease))
+	value, err := encodeLease(lease)
+	if err != nil {
+		return fmt.Errorf("coordination: renew lease of role %s as %s under token %s: %w", l.role, l.member, token, err)
+	}
+	next, _, err := l.writeLeaseRecord(ctx, token, value)
 	if err != nil {
 		err = fmt.Errorf("coordination: renew lease of role %s as %s under token %s: %w", l.role, l.member, token, err)
 		if endsLeadership(err) {

@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/internal/stablewait"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/metric"
 )
 
 const (
@@ -22,6 +26,29 @@ const (
 	// fetch (listing offsets, producing a request record), on top of the
 	// caller's context. Change it with [WithClientRequestTimeout].
 	DefaultKafkaRequestTimeout = 10 * time.Second
+
+	// DefaultOpenTransactionWait bounds how long [KafkaLogReader.ReadLog]
+	// waits, in all, for other producers' open transactions on the partition
+	// to end. It is Kafka's default transaction.max.timeout.ms (15 minutes),
+	// the longest transaction timeout a broker grants any producer, plus
+	// Kafka's default transaction.abort.timed.out.transaction.cleanup.interval.ms
+	// (10 seconds), the period at which the coordinator aborts the
+	// transactions that timed out: the log partition is shared with other
+	// roles and with any producer an operator runs, whose transaction
+	// timeouts the reader cannot know, and a recovery that gave up sooner
+	// would only read the whole log again. Change it with
+	// [KafkaLogReader.SetReadWait].
+	DefaultOpenTransactionWait = 15*time.Minute + 10*time.Second
+
+	// OpenTransactionWaitMetric names the counter, in seconds, of the time
+	// that [KafkaLogReader.ReadLog] spent waiting for another producer's open
+	// transaction to end, with the attributes "topic" and "partition".
+	OpenTransactionWaitMetric = "dispatch.log.open_transaction_wait"
+
+	// openTransactionPoll is how long one poll of ReadLog waits for records
+	// before the reader asks the partition leader for the last stable
+	// offset, to tell an open transaction from a slow fetch.
+	openTransactionPoll = time.Second
 )
 
 // MalformedRecordError reports a record of the command log that
@@ -51,6 +78,62 @@ type KafkaLogReader struct {
 	brokers        []string
 	opts           []kgo.Opt
 	requestTimeout time.Duration
+
+	mu   sync.Mutex
+	wait logReadWait
+}
+
+// LogReadWait configures how [KafkaLogReader.ReadLog] waits for the open
+// transactions of other producers. Pass it to [KafkaLogReader.SetReadWait].
+type LogReadWait struct {
+	// Bound is the longest a read waits, in all, for the last stable offset
+	// to move past open transactions before it returns an
+	// *coordination.OpenTransactionError. Zero means
+	// [DefaultOpenTransactionWait].
+	Bound time.Duration
+
+	// Logger receives a line, at most every few seconds, while a read waits.
+	// Nil discards them.
+	Logger *slog.Logger
+
+	// MeterProvider provides the meter of [OpenTransactionWaitMetric]. Nil
+	// records nothing.
+	MeterProvider metric.MeterProvider
+}
+
+type logReadWait struct {
+	bound   time.Duration
+	logger  *slog.Logger
+	counter metric.Float64Counter
+}
+
+// SetReadWait sets how ReadLog waits for other producers' open
+// transactions; reads that already began keep the setting they began with.
+func (r *KafkaLogReader) SetReadWait(w LogReadWait) error {
+	if w.Bound < 0 {
+		return fmt.Errorf("dispatch: log reader: read wait bound %s is negative", w.Bound)
+	}
+	rw := logReadWait{bound: w.Bound, logger: w.Logger}
+	if rw.bound == 0 {
+		rw.bound = DefaultOpenTransactionWait
+	}
+	if w.MeterProvider != nil {
+		c, err := stablewait.NewCounter(w.MeterProvider, instrumentationName, OpenTransactionWaitMetric)
+		if err != nil {
+			return fmt.Errorf("dispatch: log reader: %w", err)
+		}
+		rw.counter = c
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.wait = rw
+	return nil
+}
+
+func (r *KafkaLogReader) readWait() logReadWait {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.wait
 }
 
 // NewKafkaLogReader returns a reader of the cluster at brokers. opts are
@@ -62,7 +145,8 @@ func NewKafkaLogReader(brokers []string, opts ...kgo.Opt) (*KafkaLogReader, erro
 	if len(brokers) == 0 {
 		return nil, errors.New("dispatch: log reader: no brokers")
 	}
-	return &KafkaLogReader{brokers: brokers, opts: opts, requestTimeout: DefaultKafkaRequestTimeout}, nil
+	return &KafkaLogReader{brokers: brokers, opts: opts, requestTimeout: DefaultKafkaRequestTimeout,
+		wait: logReadWait{bound: DefaultOpenTransactionWait}}, nil
 }
 
 // client starts a franz-go client that consumes partition from offset, and
@@ -89,40 +173,83 @@ func (r *KafkaLogReader) client(partition coordination.TopicPartition, from kgo.
 }
 
 // ReadLog returns every committed entry of the partition, from its start to
-// its last stable offset at the time of the call, in offset order, each with
-// its Offset and Batch set. It reads control records too, to know that it
-// reached the end: franz-go never returns an empty fetch.
+// the high watermark at the time of the call, in offset order, each with its
+// Offset and Batch set. It reads control records too, to know where it is:
+// franz-go never returns an empty fetch.
+//
+// Roles share the partitions of the log, so another producer may hold a
+// transaction open on the partition while records are committed after its
+// first offset; read_committed shows none of them until it ends, and a read
+// that stopped at the last stable offset would miss them. A new leader that
+// missed its predecessor's last commands would issue them again. ReadLog
+// therefore reads until it has passed the high watermark taken when it
+// began, so every transaction begun before the call has ended and every
+// record committed before the call is read. It waits for the open
+// transactions of others for at most the bound of [KafkaLogReader.SetReadWait]
+// ([DefaultOpenTransactionWait] by default), logging the wait and counting
+// it in [OpenTransactionWaitMetric], and past the bound it returns an error
+// that wraps a *coordination.OpenTransactionError; so does a ctx that ends
+// during such a wait.
 //
 // When records do not decode, it returns every entry that did, and an error
 // that joins a *MalformedRecordError for each record that did not; a caller
 // that must not act on part of the log (a new leader) treats any error as
 // failure. A cancelled ctx ends the read with ctx's error.
 func (r *KafkaLogReader) ReadLog(ctx context.Context, partition coordination.TopicPartition) ([]Entry, error) {
+	rw := r.readWait()
 	cl, err := r.client(partition, kgo.NewOffset().AtStart(), true)
 	if err != nil {
 		return nil, err
 	}
 	defer cl.Close()
-	start, end, err := r.bounds(ctx, cl, partition)
+	start, target, err := r.bounds(ctx, cl, partition)
 	if err != nil {
 		return nil, err
 	}
 	var entries []Entry
 	var malformed []error
-	next := start
-	for next < end {
-		fetches := cl.PollFetches(ctx)
+	var wait *stablewait.Wait
+	next, lso := start, start
+	for next < target {
+		pollCtx, cancel := context.WithTimeout(ctx, openTransactionPoll)
+		fetches := cl.PollFetches(pollCtx)
+		polled := pollCtx.Err() != nil
+		cancel()
 		if err := ctx.Err(); err != nil {
+			if wait != nil && wait.Waited() > 0 {
+				err = &coordination.OpenTransactionError{Partition: partition, StableOffset: lso, Target: target, Waited: wait.Waited(), Err: err}
+			}
 			return nil, fmt.Errorf("dispatch: read %s-%d: %w", partition.Topic, partition.Partition, err)
 		}
-		if err := fetchError(fetches); err != nil {
+		if err := fetchError(fetches, polled); err != nil {
 			return nil, fmt.Errorf("dispatch: read %s-%d: %w", partition.Topic, partition.Partition, err)
+		}
+		if fetches.NumRecords() == 0 {
+			// Nothing came within a poll: a fetch still on its way, or the
+			// last stable offset held at next by an open transaction.
+			if lso, err = r.listOffset(ctx, cl, partition, (*kadm.Client).ListCommittedOffsets, "last stable offset"); err != nil {
+				return nil, err
+			}
+			if lso > next {
+				continue
+			}
+			if wait == nil {
+				wait = stablewait.New(rw.bound, rw.logger, rw.counter, partition.Topic, partition.Partition)
+			}
+			if waited, over := wait.Blocked(ctx, time.Now(), lso, target); over {
+				return nil, fmt.Errorf("dispatch: read %s-%d: %w", partition.Topic, partition.Partition,
+					&coordination.OpenTransactionError{Partition: partition, StableOffset: lso, Target: target, Waited: waited})
+			}
+			continue
+		}
+		if wait != nil {
+			wait.Moved()
 		}
 		fetches.EachRecord(func(rec *kgo.Record) {
 			if rec.Offset+1 > next {
 				next = rec.Offset + 1
 			}
-			if rec.Attrs.IsControl() || rec.Offset >= end {
+			if rec.Attrs.IsControl() || rec.Offset >= target {
 				return
 			}
 			e, err := DecodeRecord(rec)
@@ -136,33 +263,35 @@ func (r *KafkaLogReader) ReadLog(ctx context.Context, partition coordination.Top
 	return entries, errors.Join(malformed...)
 }
 
-// bounds returns the log start offset and the last stable offset of the
+// bounds returns the log start offset and the high watermark of the
 // partition.
 func (r *KafkaLogReader) bounds(ctx context.Context, cl *kgo.Client, partition coordination.TopicPartition) (start, end int64, err error) {
-	ctx, cancel := context.WithTimeout(ctx, r.requestTimeout)
-	defer cancel()
-	adm := kadm.NewClient(cl)
-	lookup := func(list func(context.Context, ...string) (kadm.ListedOffsets, error), what string) (int64, error) {
-		listed, err := list(ctx, partition.Topic)
-		if err == nil {
-			err = listed.Error()
-		}
-		if err != nil {
-			return 0, fmt.Errorf("dispatch: %s of %s-%d: %w", what, partition.Topic, partition.Partition, err)
-		}
-		o, ok := listed.Lookup(partition.Topic, int32(partition.Partition))
-		if !ok {
-			return 0, fmt.Errorf("dispatch: %s of %s-%d: the partition does not exist", what, partition.Topic, partition.Partition)
-		}
-		return o.Offset, nil
-	}
-	if start, err = lookup(adm.ListStartOffsets, "log start offset"); err != nil {
+	if start, err = r.listOffset(ctx, cl, partition, (*kadm.Client).ListStartOffsets, "log start offset"); err != nil {
 		return 0, 0, err
 	}
-	if end, err = lookup(adm.ListCommittedOffsets, "last stable offset"); err != nil {
+	if end, err = r.listOffset(ctx, cl, partition, (*kadm.Client).ListEndOffsets, "high watermark"); err != nil {
 		return 0, 0, err
 	}
 	return start, end, nil
+}
+
+// listOffset asks the partition leader for one offset of the partition.
+func (r *KafkaLogReader) listOffset(ctx context.Context, cl *kgo.Client, partition coordination.TopicPartition,
+	list func(*kadm.Client, context.Context, ...string) (kadm.ListedOffsets, error), what string) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.requestTimeout)
+	defer cancel()
+	listed, err := list(kadm.NewClient(cl), ctx, partition.Topic)
+	if err == nil {
+		err = listed.Error()
+	}
+	if err != nil {
+		return 0, fmt.Errorf("dispatch: %s of %s-%d: %w", what, partition.Topic, partition.Partition, err)
+	}
+	o, ok := listed.Lookup(partition.Topic, int32(partition.Partition))
+	if !ok {
+		return 0, fmt.Errorf("dispatch: %s of %s-%d: the partition does not exist", what, partition.Topic, partition.Partition)
+	}
+	return o.Offset, nil
 }
 
 // DecodeRecord decodes a fetched record of the command log into an entry
@@ -187,9 +316,16 @@ func DecodeRecord(rec *kgo.Record) (Entry, error) {
 	return e, nil
 }
 
-func fetchError(fetches kgo.Fetches) error {
+// fetchError joins the errors of fetches. With pollEnded, it leaves out the
+// error that franz-go reports for the end of the poll's own context.
+func fetchError(fetches kgo.Fetches, pollEnded bool) error {
 	var errs []error
-	fetches.EachError(func(_ string, _ int32, err error) { errs = append(errs, err) })
+	fetches.EachError(func(_ string, p int32, err error) {
+		if pollEnded && p == -1 && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+			return
+		}
+		errs = append(errs, err)
+	})
 	return errors.Join(errs...)
 }
 
@@ -235,7 +371,7 @@ func (s *LogStream) run(ctx context.Context, cl *kgo.Client, partition coordinat
 			s.err = err
 			return
 		}
-		if err := fetchError(fetches); err != nil {
+		if err := fetchError(fetches, false); err != nil {
 			s.err = fmt.Errorf("dispatch: follow %s-%d: %w", partition.Topic, partition.Partition, err)
 			return
 		}

@@ -225,7 +225,7 @@ func (c *Client) Wait(ctx context.Context, role, id string) (Outcome, error) {
 	return Outcome{}, fmt.Errorf("dispatch: wait for %q: %w", id, stream.Err())
 }
 
-// Status reads the log of role to its last stable offset and returns the
+// Status reads the log of role as [KafkaLogReader.ReadLog] does and returns the
 // history of command id: its status, attempts and outcomes so far. It
 // returns an *UnknownCommandError when the log does not name the command.
 func (c *Client) Status(ctx context.Context, role, id string) (*CommandHistory, error) {
@@ -240,7 +240,8 @@ func (c *Client) Status(ctx context.Context, role, id string) (*CommandHistory, 
 	return cmd, nil
 }
 
-// History reads the log of role to its last stable offset and replays it.
+// History reads the log of role as [KafkaLogReader.ReadLog] does and
+// replays it.
 // The history holds every role that shares the partition.
 func (c *Client) History(ctx context.Context, role string) (History, error) {
 	entries, err := c.ReadLog(ctx, role)

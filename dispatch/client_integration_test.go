@@ -49,7 +49,7 @@ func TestLogOnRealCluster(t *testing.T) {
 	}
 	defer cl.Close()
 	fetches := cl.PollRecords(ctx, 1)
-	if err := fetchError(fetches); err != nil || len(fetches.Records()) != 1 {
+	if err := fetchError(fetches, false); err != nil || len(fetches.Records()) != 1 {
 		t.Fatalf("request records %d, %v", len(fetches.Records()), err)
 	}
 	got, err := DecodeRequest(fetches.Records()[0].Value)

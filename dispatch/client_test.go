@@ -136,7 +136,7 @@ func TestClientSubmitPinsTheRolePartition(t *testing.T) {
 	}
 	defer cl.Close()
 	fetches := cl.PollRecords(ctx, 1)
-	if err := fetchError(fetches); err != nil {
+	if err := fetchError(fetches, false); err != nil {
 		t.Fatal(err)
 	}
 	recs := fetches.Records()

@@ -14,9 +14,16 @@ import (
 // The dispatcher never calls Dispatch concurrently for one device: it sends a
 // device's commands one at a time, in log order.
 type Device interface {
-	// Dispatch drives the hardware. ctx ends the moment the leadership ends or
-	// the command's deadline passes, and a cancelled ctx must abort the device
-	// write as soon as the protocol allows.
+	// Dispatch drives the hardware. ctx ends the moment the leadership ends,
+	// the command's deadline passes, or the leadership's freshness ends: the
+	// instant its lease has no more than the safety margin left
+	// ([WithSafetyMargin]), moved forward by each renewal that commits
+	// during the call. context.Cause(ctx) is then [ErrFreshnessExpired]: the
+	// leader may have been cut off from the cluster, and a successor may
+	// take the role once the lease runs out. A cancelled ctx must abort the
+	// device write as soon as the protocol allows, and every wait of the
+	// device (for a connection, an acknowledgement, an answer) must end with
+	// it.
 	//
 	// token is the fencing token under which the command's record committed.
 	// A device that can carry it (an envelope field, a fence register) should,

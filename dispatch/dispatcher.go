@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Leader is the part of a leadership that a [Dispatcher] uses.
@@ -103,33 +103,6 @@ type Dispatcher struct {
 	intake   int64 // next offset of the requests partition, recovered or committed
 }
 
-// phase is where a command stands in this dispatcher.
-type phase int
-
-const (
-	phaseQueued   phase = iota // its Issued record waits for a transaction
-	phaseIssued                // a record committed under which it may be dispatched
-	phaseInDoubt               // recorded in doubt; an operator resolves it
-	phaseTerminal              // a terminal outcome committed
-)
-
-// command is the state of one command ID that the log holds or will hold.
-type command struct {
-	cmd     Command
-	phase   phase
-	attempt int
-	token   coordination.FencingToken
-	outcome Outcome
-	// settled is closed when the command reaches phaseInDoubt or
-	// phaseTerminal; a redispatch replaces it.
-	settled chan struct{}
-	// span is the command's trace, carried into every record about it.
-	span     trace.SpanContext
-	issuedAt time.Time
-	// resolving reports an operator's resolve whose record is queued.
-	resolving bool
-}
-
 // NewDispatcher checks its arguments and options and returns a Dispatcher
 // for the leadership of leader. It starts nothing: call Run.
 //
@@ -202,7 +175,9 @@ func (d *Dispatcher) RequestsPartition() coordination.TopicPartition { return d.
 // Submit with [ErrHalted]. It returns after every goroutine it started has
 // exited, which includes every Dispatch call returning. It returns an error
 // that wraps the leadership's Err, or ctx's error, or the error that ended
-// recovery.
+// recovery, or a *[PanicError] when the dispatcher's code or a device
+// panicked: a dispatcher that cannot go on halts and returns, so its caller
+// gives the role up rather than hold it without dispatching.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	d.mu.Lock()
 	if d.ran {
@@ -211,23 +186,87 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 	d.ran = true
 	d.mu.Unlock()
-	defer d.stop(ErrHalted)
+	// Deferred calls run last first: halt, so that every goroutine ends,
+	// then wait for them, then close the telemetry.
 	defer d.tel.close()
-
-	d.wg.Go(func() { d.watch(ctx) })
 	defer d.wg.Wait()
+	defer d.stop(ErrHalted)
 
-	if err := d.recover(d.haltCtx); err != nil {
+	d.spawn("the halt watcher", func() { d.watch(ctx) })
+
+	if err := d.guard("recovery", func() error { return d.recover(d.haltCtx) }); err != nil {
 		d.stop(err)
 		return d.cause()
 	}
 	close(d.ready)
-	d.wg.Go(d.commitLoop)
+	d.spawn("the log committer", d.commitLoop)
 	if d.cfg.requests != nil {
-		d.wg.Go(d.intakeLoop)
+		d.spawn("intake", d.intakeLoop)
 	}
 	<-d.haltCtx.Done()
 	return d.cause()
+}
+
+// PanicError reports a panic in the dispatcher's code or in a device's
+// Dispatch. The dispatcher halted on it: [Dispatcher.Run] returns it, and so
+// does the Submit or Resolve that met it. The commands in flight are left
+// without an outcome, for the next leader's recovery.
+type PanicError struct {
+	// Where names the goroutine or the call that panicked, such as "recovery"
+	// or "the worker of device valve-1".
+	Where string
+
+	// Value is the value the panic carried.
+	Value any
+
+	// Stack is the stack of the panicking goroutine.
+	Stack []byte
+}
+
+// Error names where the panic happened and its value.
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("dispatch: panic in %s: %v", e.Where, e.Value)
+}
+
+// Unwrap returns the panic's value when it is an error.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
+
+// spawn runs f in a goroutine that Run waits for. A panic in f halts the
+// dispatcher with a *PanicError instead of ending the process or leaving the
+// goroutine's work undone while the leadership goes on.
+func (d *Dispatcher) spawn(where string, f func()) {
+	d.wg.Go(func() {
+		var err error
+		defer d.catch(where, &err)
+		f()
+	})
+}
+
+// guard runs f, and turns a panic in it into a *PanicError that halts the
+// dispatcher.
+func (d *Dispatcher) guard(where string, f func() error) (err error) {
+	defer d.catch(where, &err)
+	return f()
+}
+
+// catch recovers a panic of its caller's goroutine, sets *err to a
+// *PanicError, and halts the dispatcher. The halt cancels haltCtx first,
+// without d.mu, so that every goroutine and Run see it; every section under
+// d.mu that runs code which could panic releases the lock by defer, so the
+// lock is free again by the time catch runs.
+func (d *Dispatcher) catch(where string, err *error) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	perr := &PanicError{Where: where, Value: v, Stack: debug.Stack()}
+	*err = perr
+	d.cfg.logger.Error("dispatch: halting after a panic", "where", where, "panic", v, "stack", string(perr.Stack))
+	d.halt(perr)
+	d.stop(perr)
 }
 
 // cause returns why the dispatcher halted.
@@ -286,8 +325,10 @@ func (d *Dispatcher) stop(cause error) {
 // rejected.
 //
 // Submit returns [ErrHalted] when the dispatcher halts first; the command
-// may then have been recorded and even dispatched. When ctx ends first it
-// returns ctx's error, and the command goes on without the caller.
+// may then have been recorded and even dispatched. A panic inside the
+// dispatcher's own code halts it, and Submit returns the *[PanicError]. When
+// ctx ends first it returns ctx's error, and the command goes on without the
+// caller.
 func (d *Dispatcher) Submit(ctx context.Context, cmd Command) (Outcome, error) {
 	ctx, span := d.tel.startSubmit(ctx, cmd)
 	defer span.End()
@@ -303,7 +344,11 @@ func (d *Dispatcher) Submit(ctx context.Context, cmd Command) (Outcome, error) {
 	case <-ctx.Done():
 		return Outcome{}, ctx.Err()
 	}
-	c, err := d.accept(ctx, cmd, span.SpanContext(), nil)
+	var c *command
+	err := d.guard("Submit", func() (err error) {
+		c, err = d.accept(ctx, cmd, span.SpanContext(), nil)
+		return err
+	})
 	if err != nil {
 		return Outcome{}, err
 	}

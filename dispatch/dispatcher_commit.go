@@ -135,7 +135,7 @@ func (d *Dispatcher) accept(ctx context.Context, cmd Command, span trace.SpanCon
 	if err != nil {
 		return nil, err
 	}
-	c := &command{cmd: cmd, phase: phaseQueued, attempt: FirstAttempt, settled: make(chan struct{}), span: span, issuedAt: time.Now()}
+	c := &command{cmd: cmd, issued: true, phase: phaseQueued, attempt: FirstAttempt, settled: make(chan struct{}), span: span, issuedAt: time.Now()}
 
 	// A command that may not be dispatched is recorded with its outcome in
 	// the same transaction, or the next.
@@ -173,8 +173,16 @@ func (d *Dispatcher) accept(ctx context.Context, cmd Command, span trace.SpanCon
 	return c, nil
 }
 
-// outcomeItem builds the record of o for c; it settles c when it commits.
+// errSettled reports an outcome for a command that a terminal outcome
+// settled: the log never gets a second one.
+var errSettled = errors.New("dispatch: the command is settled; no outcome may follow its terminal outcome")
+
+// outcomeItem builds the record of o for c; it settles c when it commits. It
+// refuses a command that is settled already. The caller holds d.mu.
 func (d *Dispatcher) outcomeItem(c *command, o Outcome) (*item, error) {
+	if c.phase == phaseTerminal {
+		return nil, fmt.Errorf("dispatch: outcome %s of command %q: %w", o.Status, c.cmd.ID, errSettled)
+	}
 	o.CommandID = c.cmd.ID
 	o.Reason = clipText(o.Reason, MaxReasonLen)
 	o.Result.Detail = clipText(o.Result.Detail, MaxDetailLen)
@@ -212,8 +220,14 @@ func (d *Dispatcher) record(c *command, o Outcome) bool {
 func (d *Dispatcher) setPhase(c *command, p phase) {
 	was := c.phase
 	c.phase = p
+	d.phaseMoved(was, p)
+}
+
+// phaseMoved keeps the gauges of a command that moved from phase was to p.
+// The caller holds d.mu.
+func (d *Dispatcher) phaseMoved(was, p phase) {
 	pendingOf := func(p phase) int64 {
-		if p == phaseQueued || p == phaseIssued {
+		if p.pending() {
 			return 1
 		}
 		return 0
@@ -228,16 +242,19 @@ func (d *Dispatcher) setPhase(c *command, p phase) {
 	d.tel.inDoubtDelta(inDoubtOf(p) - inDoubtOf(was))
 }
 
-// settle applies a committed outcome. The caller holds d.mu.
+// settle applies a committed outcome; an outcome of a command that a
+// terminal outcome settled before changes nothing (see command_state.go).
+// The caller holds d.mu.
 func (d *Dispatcher) settle(c *command, o Outcome) {
-	c.outcome = o
 	c.resolving = false
-	if o.Status == StatusInDoubt {
-		d.setPhase(c, phaseInDoubt)
+	was := c.phase
+	if !c.recorded(o) {
+		d.cfg.logger.Error("dispatch: an outcome of a settled command committed; the first terminal outcome stands",
+			"command", c.cmd.ID, "status", o.Status, "first", c.outcome.Status)
 	} else {
-		d.setPhase(c, phaseTerminal)
+		d.phaseMoved(was, c.phase)
+		d.tel.countOutcome(o.Status)
 	}
-	d.tel.countOutcome(o.Status)
 	select {
 	case <-c.settled:
 	default:

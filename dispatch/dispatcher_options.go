@@ -67,7 +67,9 @@ const (
 	DefaultMaxRetryBackoff = 2 * time.Second
 
 	// DefaultSafetyMargin is the default lease freshness below which the
-	// dispatcher drives no device: it waits for a renewal to commit first.
+	// dispatcher drives no device: it waits for a renewal to commit first,
+	// and it cancels a device call in progress when the freshness falls to
+	// it ([ErrFreshnessExpired]).
 	// It must exceed the clock skew between members plus the time one
 	// Dispatch call needs to reach the hardware. Change it with
 	// [WithSafetyMargin].
@@ -292,8 +294,9 @@ func WithRetryBackoff(first, max time.Duration) Option {
 	}
 }
 
-// WithSafetyMargin sets the lease freshness below which no device is driven,
-// overriding [DefaultSafetyMargin]. It must be below the lease duration minus
+// WithSafetyMargin sets the lease freshness below which no device is driven
+// and at which a device call in progress is cancelled, overriding
+// [DefaultSafetyMargin]. It must be below the lease duration minus
 // the renew interval, or the dispatcher waits for a renewal before every
 // command.
 func WithSafetyMargin(margin time.Duration) Option {

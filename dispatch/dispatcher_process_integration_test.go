@@ -91,8 +91,15 @@ func leaderOf(t *testing.T, a, b *memberProc) (leader, other *memberProc) {
 // test's cleanup kills it.
 func startMember(t *testing.T, c cluster, tp topics, role coordination.Role, name string, server *recorder.Server, devices, redispatch string) *memberProc {
 	t.Helper()
+	return startIncarnation(t, c, tp, role, name, name, server, devices, redispatch)
+}
+
+// startIncarnation starts a process named name that competes as member id
+// memberID, so that two processes may share a member id.
+func startIncarnation(t *testing.T, c cluster, tp topics, role coordination.Role, name, memberID string, server *recorder.Server, devices, redispatch string) *memberProc {
+	t.Helper()
 	cmd := exec.Command(buildMember(t),
-		"-brokers", strings.Join(c.brokers, ","), "-role", role.String(), "-member", name,
+		"-brokers", strings.Join(c.brokers, ","), "-role", role.String(), "-member", memberID,
 		"-log-topic", tp.log, "-requests-topic", tp.requests, "-partitions", "1",
 		"-recorder", server.URL(), "-devices", devices, "-redispatch", redispatch)
 	stdout, err := cmd.StdoutPipe()
@@ -248,7 +255,7 @@ func TestLeaderKilledMidStream(t *testing.T) {
 // TestLeaderPausedAndResumed pauses the leader's process (SIGSTOP) in the
 // middle of a stream, lets the standby take over and dispatch, and resumes
 // the old leader (SIGCONT): its freshness guard holds its dispatches until a
-// renewal, which the broker fences. A fencing device never admits a token
+// renewal, which the broker fences. A fencing device never admits a term
 // below one it has seen; the double dispatches at a device that does not
 // fence are counted and reported.
 func TestLeaderPausedAndResumed(t *testing.T) {
@@ -296,7 +303,7 @@ func TestLeaderPausedAndResumed(t *testing.T) {
 	checkDurableBeforeDispatch(t, entries, server.Dispatches())
 
 	all := server.Dispatches()
-	highest, refused := coordination.NoEpoch, 0
+	highest, refused := coordination.NoTerm, 0
 	for _, d := range all {
 		if d.Device != "fenced" {
 			continue
@@ -305,10 +312,10 @@ func TestLeaderPausedAndResumed(t *testing.T) {
 			refused++
 			continue
 		}
-		if d.Token.Compare(highest) < 0 {
-			t.Errorf("the fencing device admitted %s for %s after %s", d.Token, d.CommandID, highest)
+		if d.Term.Compare(highest) < 0 {
+			t.Errorf("the fencing device admitted term %s (token %s) for %s after term %s", d.Term, d.Token, d.CommandID, highest)
 		}
-		highest = d.Token
+		highest = d.Term
 	}
 	acted := map[string]int{}
 	for _, d := range all {

@@ -66,6 +66,14 @@
 // decision is itself recorded before anything is dispatched: every dispatch,
 // first or not, follows a record committed under the current token.
 //
+// A command's first terminal outcome settles it for good: whatever follows
+// in the log, a new leader never dispatches it again, and Resolve refuses it
+// with a *[NotInDoubtError] that reports Settled. Short of that, an outcome
+// in doubt leaves the command in doubt until an operator decides, and a
+// Redispatched record makes it pending again. Recovery takes any log,
+// sound or not, by these rules, and the live dispatcher applies the same
+// ones to each record it commits.
+//
 // The dispatcher keeps every command ID of its role's log in memory, which is
 // what makes a duplicate cheap to refuse; the log's retention bounds it.
 //
@@ -83,9 +91,12 @@
 //
 //   - Dispatch is never called concurrently for one device, and a device's
 //     commands arrive in log order.
-//   - A cancelled ctx must abort the device write as soon as the protocol
-//     allows, and Dispatch must then return: the halt of a deposed leader
-//     waits for it.
+//   - ctx ends at the halt, at the command's deadline, and at the end of the
+//     leadership's freshness (cause [ErrFreshnessExpired]; see "The zombie
+//     window"). A cancelled ctx must abort the device write as soon as the
+//     protocol allows, every wait of the device (a connection, an
+//     acknowledgement, an answer) must end with it, and Dispatch must then
+//     return: the halt of a deposed leader waits for it.
 //   - The token passed is the token under which the command's record
 //     committed. A device that can carry it to the hardware (an envelope
 //     field, a fence register) should, so the hardware can refuse a deposed
@@ -136,13 +147,22 @@
 //     cover the clock skew between members and the time one Dispatch needs
 //     to reach the wire. What remains of the window is a pause that begins
 //     after the freshness check and before the device write, longer than the
-//     margin.
-//   - Device-side fencing. Every Dispatch carries the token of its record, and
-//     tokens never go backwards in the log. A device or gateway that refuses
-//     any token lower than the highest it has seen closes the rest of the
-//     window: the devices/mqtt envelope carries the token, devices/modbus can
-//     write it to fence registers, and a device that cannot check it is where
-//     a double dispatch remains possible; the integration tests count them.
+//     margin. Freshness also bounds the call itself: the ctx of every
+//     Dispatch ends, with cause [ErrFreshnessExpired], when [Leader.ValidFor]
+//     falls to the margin, an instant that each renewal committed during the
+//     call moves forward. A leader cut off from the cluster, whose renewals
+//     fail without fencing it, so stops waiting on a device before its lease
+//     runs out; such a call is in doubt unless the device certainly did not
+//     act.
+//   - Device-side fencing. Every dispatch carries the term of its leadership
+//     beside the token of its record ([AuthorityDevice]), and terms never go
+//     backwards in the log; tokens may, within a term, when the role's
+//     producer id rotates to a lower one. A device or gateway that refuses
+//     any term lower than the highest it has seen (devices/fence) closes the
+//     rest of the window: the devices/mqtt envelope carries the term and the
+//     token, devices/modbus can write both to fence registers, and a device
+//     that cannot check them is where a double dispatch remains possible;
+//     the integration tests count them.
 //
 // # The command log
 //
@@ -190,7 +210,10 @@
 // followed by that many bytes of UTF-8, bytes is an int32 length followed by
 // that many bytes, and time is an int64 count of milliseconds since the Unix
 // epoch, UTC (the zero time.Time is written as -62135596800000, the
-// millisecond of 0001-01-01T00:00:00Z). A negative length, a length above the
+// millisecond of 0001-01-01T00:00:00Z, and means no time). A time holds a
+// millisecond of the years 1 to 9999; a time within the first millisecond
+// after the zero time would read back as no time, so the encoders refuse it
+// as the decoders do. A negative length, a length above the
 // bound of its field, a buffer that ends early, and a byte after the last
 // field are all format errors ([LogFormatError]); a decoder checks each length
 // against the bytes that remain before it allocates, so no record makes it
@@ -264,7 +287,8 @@
 // # Audit
 //
 // The log alone tells what happened. [KafkaLogReader.ReadLog] reads a
-// partition read_committed to its last stable offset, each [Entry] with its
+// partition read_committed to the high watermark taken when the read began,
+// waiting out the open transactions of other producers, each [Entry] with its
 // offset and the producer of its record batch; [KafkaLogReader.FollowLog]
 // streams it as it commits. [Replay] folds the entries into a [History]:
 // each command with its Issued record, its attempts (each with the token the

@@ -21,6 +21,13 @@ const DefaultIntakeFetchMaxWait = 500 * time.Millisecond
 // one partition with a franz-go client, read_committed, with no consumer
 // group: the position lives in the command log.
 //
+// It reads in offset order from the position that recovery found in the
+// log, which [KafkaLogReader.ReadLog] reads past every open transaction, so
+// that position is the one the predecessor committed. A transaction another
+// producer holds open on the requests partition only delays the requests
+// behind it: read_committed delivers them, in order, when it ends, and none
+// is skipped.
+//
 // The client is created at the first ReadRequests, and again when the
 // dispatcher asks for another partition or offset; its goroutines run until
 // Close.

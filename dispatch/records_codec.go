@@ -38,7 +38,8 @@ var errCommandRole = errors.New("the command's role differs from the entry's rol
 //
 // It returns an error, and writes nothing, for an entry that DecodeEntry
 // would refuse: an unknown kind, a body other than the one Kind names, a role
-// or member its constructor rejects, a zero At, a text or data field over its
+// or member its constructor rejects, an At that does not survive the
+// millisecond encoding (see timeProblem), a text or data field over its
 // bound, an invalid command, an attempt or offset out of range. An Issued
 // command with an empty Role is recorded with the entry's role.
 func EncodeEntry(e Entry) (key, value []byte, err error) {
@@ -117,8 +118,8 @@ func checkEntryHead(e Entry) error {
 	if _, err := coordination.NewFencingToken(e.Token.ProducerID(), e.Token.ProducerEpoch()); err != nil {
 		return err
 	}
-	if e.At.IsZero() {
-		return errors.New("the entry has a zero At")
+	if p := timeProblem(e.At, true); p != "" {
+		return fmt.Errorf("the entry's At %s", p)
 	}
 	set := 0
 	for _, b := range []bool{e.Issued != nil, e.Redispatched != nil, e.Outcome != nil, e.Intake != nil} {
@@ -271,8 +272,10 @@ func DecodeEntry(key, value []byte) (Entry, error) {
 		}
 	}
 	e.At = r.time("at")
-	if r.err == nil && e.At.IsZero() {
-		r.fail("at is the zero time")
+	if r.err == nil {
+		if p := timeProblem(e.At, true); p != "" {
+			r.fail("at %s", p)
+		}
 	}
 	if r.err != nil {
 		return Entry{}, newFormatError("entry value", r.err)

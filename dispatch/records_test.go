@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
@@ -395,5 +396,65 @@ func TestClipText(t *testing.T) {
 	}
 	if clipText("short", 10) != "short" {
 		t.Error("clipText changed a short text")
+	}
+}
+
+// TestATimeTheLogCannotHoldIsRefusedBeforeAnythingIsWritten: a time within
+// the first millisecond after the zero time would be written as the zero
+// time, which no decoder takes back. Submit refuses such a command at once,
+// and the encoders refuse it too, so no such record reaches the log.
+func TestATimeTheLogCannotHoldIsRefusedBeforeAnythingIsWritten(t *testing.T) {
+	almostZero := time.Time{}.Add(500 * time.Microsecond)
+	past9999 := time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name  string
+		field string
+		edit  func(*Command)
+	}{
+		{"submitted within the zero millisecond", "SubmittedAt", func(c *Command) { c.SubmittedAt = almostZero }},
+		{"deadline within the zero millisecond", "Deadline", func(c *Command) { c.Deadline = almostZero }},
+		{"deadline after year 9999", "Deadline", func(c *Command) { c.Deadline = past9999 }},
+		{"submitted before year 1", "SubmittedAt", func(c *Command) { c.SubmittedAt = time.Time{}.Add(-time.Hour) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cmd := newCommand("c", "valve", time.Hour)
+				tc.edit(&cmd)
+				var ice *InvalidCommandError
+				if err := cmd.Validate(); !errors.As(err, &ice) || ice.Field != tc.field {
+					t.Errorf("Validate: %v, want an *InvalidCommandError of %s", err, tc.field)
+				}
+				cmd.Role = "controller"
+				if _, _, err := EncodeEntry(Entry{Kind: EntryIssued, Role: "controller", Member: "m", Token: mustToken(t, 1, 0), At: at, Issued: &Issued{Command: cmd}}); err == nil {
+					t.Error("EncodeEntry took the command")
+				}
+				if _, err := EncodeRequest(cmd); err == nil {
+					t.Error("EncodeRequest took the command")
+				}
+				h := newHarness(t, nil, map[string]Device{"valve": &recordingDevice{log: &leaderLog{}, t: t}})
+				h.start(t.Context())
+				if _, err := h.d.Submit(t.Context(), cmd); !errors.As(err, &ice) || ice.Field != tc.field {
+					t.Errorf("Submit: %v, want an *InvalidCommandError of %s", err, tc.field)
+				}
+				synctest.Wait()
+				if n := len(h.log.entries(t)); n != 0 {
+					t.Errorf("%d records written", n)
+				}
+				h.stop()
+			})
+		})
+	}
+	for _, when := range []time.Time{almostZero, past9999, {}} {
+		e := Entry{Kind: EntryIntake, Role: "controller", Member: "m", Token: mustToken(t, 1, 0), At: when,
+			Intake: &IntakePosition{Topic: "t", FromOffset: 0, NextOffset: 1}}
+		if _, _, err := EncodeEntry(e); err == nil {
+			t.Errorf("EncodeEntry took an entry written at %v", when)
+		}
+	}
+	if got := (time.Time{}).UnixMilli(); got != zeroTimeMillis {
+		t.Errorf("zeroTimeMillis is %d, the zero time is at %d", zeroTimeMillis, got)
+	}
+	if got := time.Date(9999, 12, 31, 23, 59, 59, 999_999_999, time.UTC).UnixMilli(); got != maxTimeMillis {
+		t.Errorf("maxTimeMillis is %d, the last millisecond of 9999 is %d", maxTimeMillis, got)
 	}
 }

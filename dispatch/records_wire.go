@@ -11,6 +11,36 @@ import (
 // int32 length followed by that many bytes; a time is an int64 count of
 // milliseconds since the Unix epoch.
 
+// The times the layouts hold: the milliseconds of years 1 to 9999, UTC, but
+// for the first millisecond of year 1, which is the zero time.Time and means
+// "none". zeroTimeMillis is time.Time{}.UnixMilli(); maxTimeMillis is the
+// last millisecond of 9999-12-31.
+const (
+	zeroTimeMillis = -62135596800000
+	maxTimeMillis  = 253402300799999
+)
+
+// timeProblem says why t cannot be written to the log and read back as the
+// same time at millisecond precision, or returns "". The zero time is
+// refused when required and allowed otherwise. The encoders check every
+// time with it before they write, and the decoders check every time they
+// read with it, so a time passes on both sides or on neither.
+func timeProblem(t time.Time, required bool) string {
+	if t.IsZero() {
+		if required {
+			return "is zero"
+		}
+		return ""
+	}
+	if y := t.UTC().Year(); y < 1 || y > 9999 {
+		return fmt.Sprintf("is in year %d, outside the years 1 to 9999 that the log holds", y)
+	}
+	if t.UnixMilli() == zeroTimeMillis {
+		return "is within the first millisecond of the zero time, which the log holds as no time at all"
+	}
+	return ""
+}
+
 // wireWriter appends the primitives to a buffer.
 type wireWriter struct {
 	buf []byte

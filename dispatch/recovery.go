@@ -11,8 +11,11 @@ import (
 )
 
 // LogReader reads one partition of the command log, read_committed, from its
-// start to its last stable offset, in offset order. [ReadLog] does this over
-// Kafka; a test passes a fake.
+// start past the high watermark taken when the read began, in offset order,
+// waiting for any transaction that holds the last stable offset below it:
+// the dispatcher calls it after its leadership fenced the predecessor, so the
+// read holds every record the predecessor committed.
+// [KafkaLogReader.ReadLog] does this over Kafka; a test passes a fake.
 type LogReader interface {
 	ReadLog(ctx context.Context, partition coordination.TopicPartition) ([]Entry, error)
 }
@@ -35,72 +38,23 @@ func (d *Dispatcher) recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("dispatch: recover the log of role %s: %w", d.role, err)
 	}
-	var order []*command // issued commands, in log order
-	intake := int64(0)
-	for _, e := range entries {
-		if e.Role != d.role {
-			continue // another role that shares the partition
-		}
-		switch e.Kind {
-		case EntryIssued:
-			if e.Issued == nil {
-				continue
-			}
-			id := e.Issued.Command.ID
-			if _, ok := d.commands[id]; ok {
-				continue // a second Issued is Verify's finding; the first stands
-			}
-			c := &command{cmd: e.Issued.Command, phase: phaseIssued, attempt: FirstAttempt, token: e.Token, settled: make(chan struct{})}
-			d.commands[id] = c
-			order = append(order, c)
-		case EntryRedispatched:
-			if e.Redispatched == nil {
-				continue
-			}
-			c, ok := d.commands[e.Redispatched.CommandID]
-			if !ok || c.cmd.Device == "" {
-				continue
-			}
-			c.phase, c.attempt, c.token = phaseIssued, e.Redispatched.Attempt, e.Token
-			c.settled = make(chan struct{})
-		case EntryOutcome:
-			if e.Outcome == nil {
-				continue
-			}
-			id := e.Outcome.CommandID
-			c, ok := d.commands[id]
-			if !ok {
-				// A request rejected at intake has an outcome and no Issued.
-				c = &command{cmd: Command{ID: id}, settled: make(chan struct{})}
-				d.commands[id] = c
-			}
-			c.outcome = *e.Outcome
-			c.phase = phaseTerminal
-			if e.Outcome.Status == StatusInDoubt {
-				c.phase = phaseInDoubt
-			}
-			close(c.settled)
-		case EntryIntake:
-			if e.Intake != nil && e.Intake.Topic == d.requestTP.Topic && e.Intake.Partition == d.requestTP.Partition {
-				intake = e.Intake.NextOffset
-			}
-		}
-	}
+	state := foldLog(d.role, d.requestTP, entries)
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.intake = intake
-	for _, c := range d.commands {
-		switch c.phase {
-		case phaseIssued:
+	d.intake = state.intake
+	for _, c := range state.order {
+		d.commands[c.cmd.ID] = c
+		switch {
+		case c.phase.pending():
 			d.tel.pendingDelta(1)
-		case phaseInDoubt:
+		case c.phase == phaseInDoubt:
 			d.tel.inDoubtDelta(1)
 		}
 	}
 	now := time.Now()
-	for _, c := range order {
-		if c.phase != phaseIssued {
+	for _, c := range state.order {
+		if !c.phase.pending() {
 			continue
 		}
 		if err := d.takeOver(c, now); err != nil {
@@ -108,6 +62,74 @@ func (d *Dispatcher) recover(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// recovered is the state of a role that its log holds.
+type recovered struct {
+	// order holds every command of the role, in the order of its first
+	// record.
+	order []*command
+
+	// intake is the NextOffset of the role's last intake record of its
+	// requests partition, or 0.
+	intake int64
+}
+
+// foldLog applies the records of role, in log order, to the command state
+// machine (see command_state.go for its rules). It takes any sequence of
+// decoded entries, sound or not, and never fails: records of other roles,
+// entries without the body their Kind names, and records that the rules
+// leave without effect are skipped. Every command it returns has its settled
+// channel, closed when the command is in doubt or settled.
+func foldLog(role string, requests coordination.TopicPartition, entries []Entry) recovered {
+	var st recovered
+	commands := make(map[string]*command)
+	get := func(id string) *command {
+		c, ok := commands[id]
+		if !ok {
+			c = &command{cmd: Command{ID: id, Role: role}}
+			commands[id] = c
+			st.order = append(st.order, c)
+		}
+		return c
+	}
+	for i := range entries {
+		e := &entries[i]
+		if e.Role != role || !hasBody(e) {
+			continue
+		}
+		switch e.Kind {
+		case EntryIssued:
+			c := get(e.Issued.Command.ID)
+			if c.issued {
+				continue // the first Issued record stands
+			}
+			c.cmd, c.issued = e.Issued.Command, true
+			if c.attempt == NoAttempt && c.phase == phaseQueued {
+				// Nothing named the command before: it opens attempt 1.
+				c.phase, c.attempt, c.token = phaseIssued, FirstAttempt, e.Token
+			}
+		case EntryRedispatched:
+			c := get(e.Redispatched.CommandID)
+			c.redispatched(e.Redispatched.Attempt, e.Token)
+		case EntryOutcome:
+			c := get(e.Outcome.CommandID)
+			if c.recorded(*e.Outcome) && c.phase == phaseInDoubt && !c.issued {
+				c.attempt = max(c.attempt, e.Outcome.Attempt)
+			}
+		case EntryIntake:
+			if e.Intake.Topic == requests.Topic && e.Intake.Partition == requests.Partition {
+				st.intake = e.Intake.NextOffset
+			}
+		}
+	}
+	for _, c := range st.order {
+		c.settled = make(chan struct{})
+		if !c.phase.pending() {
+			close(c.settled)
+		}
+	}
+	return st
 }
 
 // readLog reads the role's log partition, trying again after a failure
@@ -144,6 +166,15 @@ func (d *Dispatcher) takeOver(c *command, now time.Time) error {
 	c.span = span.SpanContext()
 	defer span.End()
 
+	if !c.issued {
+		it, err := d.outcomeItem(c, Outcome{Status: StatusInDoubt, Attempt: max(c.attempt, FirstAttempt),
+			Reason: "the log holds a Redispatched record of the command and no Issued record, so there is nothing to dispatch"})
+		if err != nil {
+			return err
+		}
+		d.enqueue(it)
+		return nil
+	}
 	if !now.Before(c.cmd.Deadline) {
 		it, err := d.outcomeItem(c, Outcome{Status: StatusExpired, Attempt: c.attempt,
 			Reason: "the deadline passed while the command had no outcome, at a change of leader"})
@@ -172,7 +203,7 @@ func (d *Dispatcher) takeOver(c *command, now time.Time) error {
 // redispatch queues a Redispatched record for c, and the dispatch under its
 // token once it commits. The caller holds d.mu.
 func (d *Dispatcher) redispatch(c *command, reason RedispatchReason) error {
-	attempt := c.attempt + 1
+	attempt := max(c.attempt, FirstAttempt) + 1
 	it, err := d.newItem(Entry{Kind: EntryRedispatched, Redispatched: &Redispatched{
 		CommandID: c.cmd.ID, Attempt: attempt, Reason: reason,
 	}}, c.span)
@@ -181,9 +212,18 @@ func (d *Dispatcher) redispatch(c *command, reason RedispatchReason) error {
 	}
 	it.span = d.tel.startRecord(c.span, "dispatch.redispatch")
 	it.committed = func(token coordination.FencingToken) {
-		c.attempt, c.token = attempt, token
 		c.resolving = false
-		d.setPhase(c, phaseIssued)
+		was := c.phase
+		if !c.redispatched(attempt, token) {
+			d.cfg.logger.Error("dispatch: a Redispatched record of a settled command committed; it is not dispatched", "command", c.cmd.ID)
+			select {
+			case <-c.settled:
+			default:
+				close(c.settled)
+			}
+			return
+		}
+		d.phaseMoved(was, c.phase)
 		d.enqueueJob(c, token, attempt)
 	}
 	d.enqueue(it)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
+	"go.uber.org/goleak"
 )
 
 // commitEntries commits entries to log as an earlier leader would have.
@@ -238,5 +239,133 @@ func TestResolveRedispatchOfAnUnregisteredDeviceStaysInDoubt(t *testing.T) {
 			t.Errorf("InDoubt %v", got)
 		}
 		h.stop()
+	})
+}
+
+// TestSuccessorAfterACancelledInDoubtCommand is the log an operator's cancel
+// of an in-doubt command leaves: an outcome in doubt, then a cancelled one.
+// The successor recovers it without a panic, leaves the command settled, and
+// leads: it takes a new command and dispatches it.
+func TestSuccessorAfterACancelledInDoubtCommand(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &leaderLog{}
+		commitEntries(t, log, fakeToken(t, 3, 0),
+			takeoverIssued(newCommand("doubt", "valve", time.Hour)),
+			Entry{Kind: EntryOutcome, Outcome: &Outcome{CommandID: "doubt", Status: StatusInDoubt, Attempt: FirstAttempt}},
+			Entry{Kind: EntryOutcome, Outcome: &Outcome{CommandID: "doubt", Status: StatusCancelled, Attempt: FirstAttempt}},
+		)
+		dev := &recordingDevice{log: log, t: t}
+		h := newHarness(t, log, map[string]Device{"valve": dev})
+		h.start(t.Context())
+		out, err := h.d.Submit(t.Context(), newCommand("next", "valve", time.Hour))
+		if err != nil || out.Status != StatusSucceeded {
+			t.Fatalf("a new command after the takeover: %+v %v", out, err)
+		}
+		if calls := dev.seen(); len(calls) != 1 || calls[0].id != "next" {
+			t.Errorf("device calls %+v, want only the new command", calls)
+		}
+		if out, ok := h.d.Lookup("doubt"); !ok || out.Status != StatusCancelled {
+			t.Errorf("the cancelled command: %+v %v", out, ok)
+		}
+		var notInDoubt *NotInDoubtError
+		if _, err := h.d.Resolve(t.Context(), "doubt", ResolveCancel); !errors.As(err, &notInDoubt) || !notInDoubt.Settled() || notInDoubt.Status != StatusCancelled {
+			t.Errorf("a second cancel: %v, want a settled *NotInDoubtError", err)
+		}
+		if got := h.d.InDoubt(); len(got) != 0 {
+			t.Errorf("InDoubt %v", got)
+		}
+		if err := h.stop(); !errors.Is(err, coordination.ErrNotHeld) {
+			t.Errorf("Run returned %v", err)
+		}
+	})
+}
+
+// TestResolveRefusesASettledCommandAfterALateInDoubt covers a log where an
+// outcome in doubt follows a terminal one: the command stays settled, so a
+// resolve is refused and writes nothing.
+func TestResolveRefusesASettledCommandAfterALateInDoubt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &leaderLog{}
+		commitEntries(t, log, fakeToken(t, 3, 0),
+			takeoverIssued(newCommand("done", "valve", time.Hour)),
+			Entry{Kind: EntryOutcome, Outcome: &Outcome{CommandID: "done", Status: StatusSucceeded, Attempt: FirstAttempt}},
+			Entry{Kind: EntryOutcome, Outcome: &Outcome{CommandID: "done", Status: StatusInDoubt, Attempt: FirstAttempt}},
+		)
+		dev := &recordingDevice{log: log, t: t}
+		h := newHarness(t, log, map[string]Device{"valve": dev})
+		h.start(t.Context())
+		synctest.Wait()
+		before := len(log.entries(t))
+		for _, action := range []ResolveAction{ResolveCancel, ResolveRedispatch} {
+			var notInDoubt *NotInDoubtError
+			if _, err := h.d.Resolve(t.Context(), "done", action); !errors.As(err, &notInDoubt) || !notInDoubt.Settled() || notInDoubt.Status != StatusSucceeded {
+				t.Errorf("%s of a settled command: %v", action, err)
+			}
+		}
+		synctest.Wait()
+		if n := len(log.entries(t)); n != before || len(dev.seen()) != 0 {
+			t.Errorf("%d records after the resolves, %d before; %d device calls", n, before, len(dev.seen()))
+		}
+		h.leader.end(coordination.ErrNotHeld)
+		<-h.runErr
+	})
+}
+
+// TestRunReturnsOnAPanicInRecovery: a panic while the dispatcher recovers
+// does not leave Run blocked, and so the leadership held without a
+// dispatcher: Run returns a *PanicError, and Submit fails.
+func TestRunReturnsOnAPanicInRecovery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		leader := newFakeLeader(t, &leaderLog{}, fakeToken(t, 1, 0))
+		d, err := NewDispatcher(leader, NewRegistry(), LogReaderFunc(func(context.Context, coordination.TopicPartition) ([]Entry, error) {
+			panic("a reader bug")
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var perr *PanicError
+		if err := d.Run(t.Context()); !errors.As(err, &perr) || perr.Where != "recovery" || perr.Value != "a reader bug" || len(perr.Stack) == 0 {
+			t.Errorf("Run returned %v, want the recovery's *PanicError", err)
+		}
+		if _, err := d.Submit(t.Context(), newCommand("c", "x", time.Minute)); !errors.Is(err, ErrHalted) {
+			t.Errorf("Submit after the panic: %v", err)
+		}
+		select {
+		case <-leader.Done():
+			t.Error("the dispatcher ended the leadership itself; its caller resigns it")
+		default:
+		}
+	})
+}
+
+// TestRunReturnsOnAPanicInADevice: a device that panics halts the
+// dispatcher, and Run returns a *PanicError instead of the process crashing
+// or the dispatcher going on without the worker.
+func TestRunReturnsOnAPanicInADevice(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &leaderLog{}
+		dev := &recordingDevice{log: log, t: t, respond: func(context.Context, Command, int) (Result, error) {
+			panic(errors.New("device bug"))
+		}}
+		h := newHarness(t, log, map[string]Device{"valve": dev})
+		h.start(t.Context())
+		if _, err := h.d.Submit(t.Context(), newCommand("boom", "valve", time.Hour)); !errors.Is(err, ErrHalted) {
+			t.Errorf("Submit of the command whose dispatch panicked: %v", err)
+		}
+		var perr *PanicError
+		err := <-h.runErr
+		if !errors.As(err, &perr) || perr.Where != "the worker of device valve" {
+			t.Fatalf("Run returned %v, want the worker's *PanicError", err)
+		}
+		if err.Error() != "dispatch: panic in the worker of device valve: device bug" || errors.Unwrap(err) == nil {
+			t.Errorf("error %q unwraps to %v", err, errors.Unwrap(err))
+		}
+		// The command is pending in the log: the next leader settles it.
+		if outs := log.outcomes(t); len(outs["boom"]) != 0 {
+			t.Errorf("outcomes %+v", outs)
+		}
+		if lerr := goleak.Find(h.before); lerr != nil {
+			t.Errorf("goroutines left after Run returned: %v", lerr)
+		}
 	})
 }

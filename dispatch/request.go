@@ -65,9 +65,11 @@ func invalid(field, format string, args ...any) error {
 //     the dispatcher fills in its own);
 //   - Action: longer than MaxActionLen, or not UTF-8;
 //   - Payload: larger than MaxPayloadLen;
-//   - SubmittedAt: zero;
-//   - Deadline: zero, or not after SubmittedAt at millisecond precision, the
-//     precision of the log;
+//   - SubmittedAt: zero, within the first millisecond after the zero time
+//     (the log, which keeps milliseconds, would hold it as zero), or outside
+//     the years 1 to 9999;
+//   - Deadline: the same, or not after SubmittedAt at millisecond precision,
+//     the precision of the log;
 //   - Attributes: more than MaxAttributes, an empty key, a key or value over
 //     its bound, or one that is not UTF-8.
 func (c Command) Validate() error { return c.validate(true) }
@@ -92,11 +94,11 @@ func (c Command) validate(requireDeadline bool) error {
 	if len(c.Payload) > MaxPayloadLen {
 		return invalid("Payload", "is %d bytes, above the limit of %d", len(c.Payload), MaxPayloadLen)
 	}
-	if c.SubmittedAt.IsZero() {
-		return invalid("SubmittedAt", "is zero")
+	if p := timeProblem(c.SubmittedAt, true); p != "" {
+		return invalid("SubmittedAt", "%s", p)
 	}
-	if c.Deadline.IsZero() && requireDeadline {
-		return invalid("Deadline", "is zero")
+	if p := timeProblem(c.Deadline, requireDeadline); p != "" {
+		return invalid("Deadline", "%s", p)
 	}
 	if !c.Deadline.IsZero() && c.Deadline.UnixMilli() <= c.SubmittedAt.UnixMilli() {
 		return invalid("Deadline", "%s is not after SubmittedAt %s", c.Deadline.UTC().Format(timeLayout), c.SubmittedAt.UTC().Format(timeLayout))

@@ -44,7 +44,9 @@ func (e *UnknownCommandError) Error() string {
 }
 
 // NotInDoubtError reports a resolve of a command that is not in doubt: it is
-// pending, already settled, or another resolve of it is under way.
+// pending, another resolve of it is under way (Status is then
+// StatusPending), or a terminal outcome settled it (Status is that outcome's,
+// and Settled reports true). Such a resolve writes nothing.
 type NotInDoubtError struct {
 	// ID is the command ID.
 	ID string
@@ -52,6 +54,10 @@ type NotInDoubtError struct {
 	// Status is the command's status now.
 	Status Status
 }
+
+// Settled reports whether the command is settled for good: a terminal
+// outcome closed it, so no resolve of it is ever accepted.
+func (e *NotInDoubtError) Settled() bool { return e.Status.Terminal() }
 
 // Error names the command and its status.
 func (e *NotInDoubtError) Error() string {
@@ -64,8 +70,10 @@ func (e *NotInDoubtError) Error() string {
 // log, under the current token, before anything is dispatched.
 //
 // It returns a *[UnknownCommandError] for an ID the log does not hold, a
-// *[NotInDoubtError] for a command that is not in doubt, [ErrHalted] when the
-// dispatcher halts first, and ctx's error when ctx ends first; the resolve
+// *[NotInDoubtError] for a command that is not in doubt (a settled one
+// included: a command never gets a second terminal outcome), [ErrHalted]
+// when the dispatcher halts first, a *[PanicError] when the dispatcher's own
+// code panicked (it halts), and ctx's error when ctx ends first; the resolve
 // then goes on without the caller.
 func (d *Dispatcher) Resolve(ctx context.Context, id string, action ResolveAction) (Outcome, error) {
 	if action != ResolveRedispatch && action != ResolveCancel {
@@ -78,7 +86,11 @@ func (d *Dispatcher) Resolve(ctx context.Context, id string, action ResolveActio
 	case <-ctx.Done():
 		return Outcome{}, ctx.Err()
 	}
-	c, err := d.startResolve(id, action)
+	var c *command
+	err := d.guard("Resolve", func() (err error) {
+		c, err = d.startResolve(id, action)
+		return err
+	})
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -96,12 +108,12 @@ func (d *Dispatcher) startResolve(id string, action ResolveAction) (*command, er
 	if !ok {
 		return nil, &UnknownCommandError{ID: id}
 	}
-	if c.phase != phaseInDoubt || c.resolving {
-		status := c.outcome.Status
-		if c.phase == phaseQueued || c.phase == phaseIssued || c.resolving {
-			status = StatusPending
-		}
-		return nil, &NotInDoubtError{ID: id, Status: status}
+	switch {
+	case c.phase == phaseTerminal:
+		// Settled for good: a second terminal outcome is never written.
+		return nil, &NotInDoubtError{ID: id, Status: c.outcome.Status}
+	case c.phase != phaseInDoubt || c.resolving:
+		return nil, &NotInDoubtError{ID: id, Status: StatusPending}
 	}
 	switch action {
 	case ResolveRedispatch:
@@ -109,7 +121,7 @@ func (d *Dispatcher) startResolve(id string, action ResolveAction) (*command, er
 			return nil, err
 		}
 	case ResolveCancel:
-		it, err := d.outcomeItem(c, Outcome{Status: StatusCancelled, Attempt: c.attempt, Reason: "cancelled by an operator"})
+		it, err := d.outcomeItem(c, Outcome{Status: StatusCancelled, Attempt: max(c.attempt, FirstAttempt), Reason: "cancelled by an operator"})
 		if err != nil {
 			return nil, err
 		}

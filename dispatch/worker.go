@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -47,7 +48,7 @@ func (d *Dispatcher) enqueueJob(c *command, token coordination.FencingToken, att
 	l.jobs = append(l.jobs, job{c: c, token: token, attempt: attempt})
 	if !l.running && !d.halted {
 		l.running = true
-		d.wg.Go(func() { d.drive(l) })
+		d.spawn("the worker of device "+l.name, func() { d.drive(l) })
 	}
 }
 
@@ -89,6 +90,11 @@ func (d *Dispatcher) drive(l *lane) {
 //     attempt. A deadline that passes between attempts gives StatusExpired.
 //   - any other error, a deadline that passes during Dispatch included:
 //     StatusInDoubt.
+//
+// Each Dispatch call runs under a context that ends at the halt, at the
+// command's deadline, and at the end of the leadership's freshness (see
+// freshness.bound). A reason recorded for a call that the freshness cut says
+// so, also when the device's error does not.
 func (d *Dispatcher) execute(l *lane, j job) {
 	c, cmd := j.c, j.c.cmd
 	backoff := d.cfg.retryBackoff
@@ -114,8 +120,11 @@ func (d *Dispatcher) execute(l *lane, j job) {
 
 		ctx, span := d.tel.startDispatch(d.haltCtx, c.span, cmd, j.token, try)
 		ctx, cancel := context.WithDeadline(ctx, cmd.Deadline)
+		ctx, watch := d.fresh.bound(ctx)
 		start := time.Now()
 		result, err := dispatchUnder(ctx, l.device, cmd, coordination.Authority{Term: d.term, Token: j.token})
+		watch.release()
+		cut := errors.Is(context.Cause(ctx), ErrFreshnessExpired)
 		cancel()
 		d.tel.dispatchLatency(time.Since(start), cmd.Device)
 		if err != nil {
@@ -130,12 +139,15 @@ func (d *Dispatcher) execute(l *lane, j job) {
 		case err == nil:
 			d.record(c, Outcome{Status: StatusSucceeded, Result: result, Attempt: j.attempt})
 		case IsRejected(err):
-			d.record(c, Outcome{Status: StatusRejected, Reason: err.Error(), Result: result, Attempt: j.attempt})
+			d.record(c, Outcome{Status: StatusRejected, Reason: deviceReason(err, cut), Result: result, Attempt: j.attempt})
 		case IsRetryable(err):
 			lastErr = err
+			if cut && !errors.Is(err, ErrFreshnessExpired) {
+				lastErr = fmt.Errorf("%w: %w", err, ErrFreshnessExpired)
+			}
 			if try >= d.cfg.maxAttempts {
 				d.record(c, Outcome{Status: StatusFailed, Attempt: j.attempt,
-					Reason: fmt.Sprintf("%d attempts failed and the device did not act on any; last error: %v", try, err)})
+					Reason: fmt.Sprintf("%d attempts failed and the device did not act on any; last error: %v", try, lastErr)})
 				return
 			}
 			d.cfg.logger.Debug("dispatch: retrying a command", "command", cmd.ID, "device", cmd.Device, "try", try, "err", err)
@@ -147,8 +159,18 @@ func (d *Dispatcher) execute(l *lane, j job) {
 			backoff = min(2*backoff, d.cfg.maxRetryBackoff)
 			continue
 		default:
-			d.record(c, Outcome{Status: StatusInDoubt, Reason: err.Error(), Result: result, Attempt: j.attempt})
+			d.record(c, Outcome{Status: StatusInDoubt, Reason: deviceReason(err, cut), Result: result, Attempt: j.attempt})
 		}
 		return
 	}
+}
+
+// deviceReason is the reason recorded for a device error: the error's text,
+// followed by [ErrFreshnessExpired] when the freshness cut the call and the
+// error does not already say so.
+func deviceReason(err error, cut bool) string {
+	if cut && !errors.Is(err, ErrFreshnessExpired) {
+		return fmt.Sprintf("%v: %v", err, ErrFreshnessExpired)
+	}
+	return err.Error()
 }

@@ -7,6 +7,8 @@ command -v socat >/dev/null 2>&1 || need+=(socat)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
 command -v mvn >/dev/null 2>&1 || need+=(maven)
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+# systemd-analyze verifies packaging/dispatcher@.service.
+command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 if [ ${#need[@]} -gt 0 ]; then
 	SUDO=""
 	[ "$(id -u)" -eq 0 ] || SUDO=sudo

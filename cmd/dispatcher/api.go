@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/krabka-io/krabka-dispatch/internal/config"
 	"github.com/krabka-io/krabka-dispatch/internal/httpapi"
 )
 
@@ -28,14 +30,52 @@ type APIOptions struct {
 // AddFlags registers the flags on fs.
 func (o *APIOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.URL, "url", "", "base URL of any member's HTTP API, such as http://10.0.0.1:8080 (a standby redirects to the leader)")
-	fs.StringVar(&o.Token, "token", "", "bearer token of the API (default $"+EnvToken+")")
+	fs.StringVar(&o.Token, "token", "", "bearer token of the API (default $"+EnvToken+", then the http section of --config)")
 }
 
-func (o *APIOptions) complete() {
+// complete fills the URL and the token from the flags, then the
+// environment, then the configuration c (nil when no -c was given): the
+// URL of this member in c's members list, else its http.listen address, and
+// the token from c's http section. The token is a member's secret; it is
+// resolved here, and only by a command that goes over the HTTP API.
+func (o *APIOptions) complete(c *config.Config) error {
+	if o.URL == "" && c != nil {
+		o.URL = memberURL(c)
+	}
+	o.URL = strings.TrimRight(o.URL, "/")
 	if o.Token == "" {
 		o.Token = os.Getenv(EnvToken)
 	}
-	o.URL = strings.TrimRight(o.URL, "/")
+	if o.Token == "" && c != nil && o.URL != "" {
+		if err := c.CheckMemberSecrets(); err != nil {
+			return withCode(ExitUsage, err)
+		}
+		tok, err := c.HTTP.ResolveToken()
+		if err != nil {
+			return withCode(ExitUsage, err)
+		}
+		o.Token = tok
+	}
+	return nil
+}
+
+// memberURL is the base URL of the HTTP API of c's member: its entry in the
+// members list, or else its listen address ("" when the API is off).
+func memberURL(c *config.Config) string {
+	if u := c.Members[c.Member]; u != "" {
+		return u
+	}
+	if c.HTTP.Listen == "" || c.HTTP.Listen == config.HTTPOff {
+		return ""
+	}
+	host, port, err := net.SplitHostPort(c.HTTP.Listen)
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 // The backoff of a request that a member answered 503 Service Unavailable:

@@ -37,14 +37,15 @@ type ClusterOptions struct {
 
 // AddFlags registers the flags on fs.
 func (o *ClusterOptions) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVarP(&o.ConfigFile, "config", "c", "", "configuration file to take the cluster settings from")
+	addConfigFlag(fs, &o.ConfigFile)
 	fs.StringSliceVar(&o.Brokers, "brokers", nil, "seed brokers, host:port (default $"+EnvBrokers+")")
 	fs.StringVar(&o.Role, "role", "", "role (default: the config file's role)")
-	fs.DurationVar(&o.Timeout, "timeout", DefaultCommandTimeout, "bound on the whole command")
+	addTimeoutFlag(fs, &o.Timeout)
 }
 
 // Complete loads the configuration file, applies the flags over it, and
-// fills defaults.
+// fills defaults. It resolves none of the member's secrets (the HTTP
+// token): a command that reaches only the cluster has no use for them.
 func (o *ClusterOptions) Complete() error {
 	var c *config.Config
 	if o.ConfigFile != "" {

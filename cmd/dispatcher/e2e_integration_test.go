@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/internal/kafkatest"
 	"github.com/krabka-io/krabka-dispatch/internal/modbussim"
 )
@@ -231,6 +233,10 @@ func TestEndToEndOnRealCluster(t *testing.T) {
 	if code != 0 || strings.Contains(out, `"holder": "node-1"`) {
 		t.Fatalf("status after the kill: exit %d\n%s\n%s", code, out, errOut)
 	}
+	var status StatusResult
+	if err := json.Unmarshal([]byte(out), &status); err != nil || status.Term == coordination.NoTerm {
+		t.Errorf("status after the kill names no term (%v):\n%s", err, out)
+	}
 
 	// SIGTERM: the survivors resign and exit 0.
 	for _, n := range names[1:] {
@@ -256,5 +262,22 @@ func TestEndToEndOnRealCluster(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("audit lacks %s:\n%s", want, out)
 		}
+	}
+	// The successor's term follows node-1's, and status showed a term that
+	// the log holds.
+	var audit LogAudit
+	if err := json.Unmarshal([]byte(out), &audit); err != nil || len(audit.Leaderships) < 2 {
+		t.Fatalf("audit leaderships (%v):\n%s", err, out)
+	}
+	first, last := audit.Leaderships[0], audit.Leaderships[len(audit.Leaderships)-1]
+	if first.Member != "node-1" || first.FirstTerm == coordination.NoTerm || last.FirstTerm.Compare(first.LastTerm) <= 0 {
+		t.Errorf("leaderships %+v: terms do not rise from node-1's", audit.Leaderships)
+	}
+	shown := false
+	for _, l := range audit.Leaderships {
+		shown = shown || l.FirstTerm == status.Term || l.LastTerm == status.Term
+	}
+	if !shown {
+		t.Errorf("no leadership of the log wrote under term %s, which status showed: %+v", status.Term, audit.Leaderships)
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -37,19 +36,22 @@ type logReader interface {
 
 // LogRecord is one entry of the command log as `log -o json` prints it.
 type LogRecord struct {
-	Offset    int64     `json:"offset"`
-	At        time.Time `json:"at"`
-	Role      string    `json:"role"`
-	Member    string    `json:"member"`
-	Token     string    `json:"token"`
-	Kind      string    `json:"kind"`
-	CommandID string    `json:"command_id,omitempty"`
-	Device    string    `json:"device,omitempty"`
-	Action    string    `json:"action,omitempty"`
-	Status    string    `json:"status,omitempty"`
-	Reason    string    `json:"reason,omitempty"`
-	Detail    string    `json:"detail,omitempty"`
-	Attempt   int       `json:"attempt,omitempty"`
+	Offset int64     `json:"offset"`
+	At     time.Time `json:"at"`
+	Role   string    `json:"role"`
+	Member string    `json:"member"`
+	// Term is the term of the leadership that wrote the record, which
+	// orders leaderships; 0 for a record written before terms.
+	Term      coordination.Term `json:"term"`
+	Token     string            `json:"token"`
+	Kind      string            `json:"kind"`
+	CommandID string            `json:"command_id,omitempty"`
+	Device    string            `json:"device,omitempty"`
+	Action    string            `json:"action,omitempty"`
+	Status    string            `json:"status,omitempty"`
+	Reason    string            `json:"reason,omitempty"`
+	Detail    string            `json:"detail,omitempty"`
+	Attempt   int               `json:"attempt,omitempty"`
 	// Intake covers the request offsets [IntakeFrom, IntakeNext).
 	IntakeFrom *int64 `json:"intake_from,omitempty"`
 	IntakeNext *int64 `json:"intake_next,omitempty"`
@@ -73,14 +75,19 @@ type LogAudit struct {
 
 // LogLeadership is one run of records by one member.
 type LogLeadership struct {
-	Member      string    `json:"member"`
-	FirstToken  string    `json:"first_token"`
-	LastToken   string    `json:"last_token"`
-	FirstOffset int64     `json:"first_offset"`
-	LastOffset  int64     `json:"last_offset"`
-	From        time.Time `json:"from"`
-	To          time.Time `json:"to"`
-	Records     int       `json:"records"`
+	Member string `json:"member"`
+	// FirstTerm and LastTerm are the terms of the span's first and last
+	// records: one term unless the member was elected again with no other
+	// writer between.
+	FirstTerm   coordination.Term `json:"first_term"`
+	LastTerm    coordination.Term `json:"last_term"`
+	FirstToken  string            `json:"first_token"`
+	LastToken   string            `json:"last_token"`
+	FirstOffset int64             `json:"first_offset"`
+	LastOffset  int64             `json:"last_offset"`
+	From        time.Time         `json:"from"`
+	To          time.Time         `json:"to"`
+	Records     int               `json:"records"`
 }
 
 // LogViolation is one broken invariant.
@@ -96,16 +103,19 @@ func NewLogCommand(streams Streams) *cobra.Command {
 	o := &LogOptions{Output: OutputTable, Streams: streams}
 	cmd := &cobra.Command{
 		Use:   "log",
-		Short: "Replay and verify a role's command log: who led, what was issued under which token, and its outcome",
+		Short: "Replay and verify a role's command log: who led, what was issued under which term and token, and its outcome",
 		Long: `log reads the role's partition of the command log (read_committed), prints
-every record, replays it (who led when, each command's attempts and outcome)
-and verifies it: tokens never go backwards, every outcome follows its
-Issued record, no command has two terminal outcomes, intake positions are
-contiguous. It exits 4 when the log does not verify.
+every record with the term and token it was written under, replays it (who
+led when, each command's attempts and outcome) and verifies it: terms never go
+backwards and each belongs to one member, tokens never go backwards within a
+term, every outcome follows its Issued record, no command has two terminal
+outcomes, intake positions are contiguous. It exits 4 when the log does not
+verify.
 
 --verify prints the verdict alone. --follow prints records as they commit,
 until interrupted, and then the verdict; -o json then prints one object per
-line.`,
+line, -o yaml one document per record. --from, the first offset to print,
+goes with --follow only.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Complete(); err != nil {
@@ -143,6 +153,9 @@ func (o *LogOptions) Validate() error {
 	}
 	if o.From < 0 {
 		return usageErrorf("--from %d: want an offset of 0 or more", o.From)
+	}
+	if o.From != 0 && !o.Follow {
+		return usageErrorf("--from %d needs --follow: without it, log reads the whole partition", o.From)
 	}
 	return nil
 }
@@ -190,11 +203,11 @@ func (o *LogOptions) Run(ctx context.Context) error {
 		return unavailable(rctx, err)
 	}
 	audit := buildAudit(o.Cluster.Config.Role, tp, entries)
-	if o.Output == OutputJSON {
+	if o.Output.Structured() {
 		if !o.Verify {
 			audit.Log = records(entries)
 		}
-		if err := writeJSON(o.Out, audit); err != nil {
+		if err := o.Output.Write(o.Out, audit); err != nil {
 			return err
 		}
 	} else {
@@ -218,15 +231,15 @@ func (o *LogOptions) follow(ctx context.Context, reader logReader, tp coordinati
 	}
 	defer stream.Close()
 	var entries []dispatch.Entry
-	enc := json.NewEncoder(o.Out)
+	emit := o.Output.Stream(o.Out)
 	if o.Output == OutputTable {
 		fmt.Fprintln(o.Out, strings.Join(recordsHeader, "  "))
 	}
 	for e := range stream.Entries() {
 		entries = append(entries, e)
 		r := record(e)
-		if o.Output == OutputJSON {
-			if err := enc.Encode(r); err != nil {
+		if o.Output.Structured() {
+			if err := emit(r); err != nil {
 				return err
 			}
 			continue
@@ -237,8 +250,8 @@ func (o *LogOptions) follow(ctx context.Context, reader logReader, tp coordinati
 		return withCode(ExitUnavailable, fmt.Errorf("the stream of %s-%d was lost: %w", tp.Topic, tp.Partition, err))
 	}
 	audit := buildAudit(o.Cluster.Config.Role, tp, entries)
-	if o.Output == OutputJSON {
-		if err := enc.Encode(audit); err != nil {
+	if o.Output.Structured() {
+		if err := emit(audit); err != nil {
 			return err
 		}
 	} else {
@@ -261,12 +274,17 @@ func buildAudit(role string, tp coordination.TopicPartition, entries []dispatch.
 	a := LogAudit{Role: role, Topic: tp.Topic, Partition: tp.Partition, Records: len(entries),
 		Leaderships: []LogLeadership{}, Commands: map[string]int{}, InDoubt: []string{}, Pending: []string{}, Violations: []LogViolation{}}
 	h := dispatch.Replay(entries)
+	termAt := make(map[int64]coordination.Term, len(entries))
+	for _, e := range entries {
+		termAt[e.Offset] = e.Term
+	}
 	for _, s := range h.Leaderships {
 		if s.Role != role {
 			continue
 		}
 		a.Leaderships = append(a.Leaderships, LogLeadership{
-			Member: s.Member, FirstToken: s.FirstToken.String(), LastToken: s.LastToken.String(),
+			Member: s.Member, FirstTerm: termAt[s.FirstOffset], LastTerm: termAt[s.LastOffset],
+			FirstToken: s.FirstToken.String(), LastToken: s.LastToken.String(),
 			FirstOffset: s.FirstOffset, LastOffset: s.LastOffset, From: s.From, To: s.To, Records: s.Records,
 		})
 	}
@@ -296,7 +314,11 @@ func writeAuditText(o *LogOptions, a LogAudit) {
 	fmt.Fprintf(o.Out, "role %s, %s-%d: %d records\n", a.Role, a.Topic, a.Partition, a.Records)
 	fmt.Fprintln(o.Out, "leaderships:")
 	for _, l := range a.Leaderships {
-		fmt.Fprintf(o.Out, "  %-12s tokens %s .. %s  offsets %d-%d  %s .. %s  (%d records)\n", l.Member, l.FirstToken, l.LastToken,
+		terms := "term " + l.FirstTerm.String()
+		if l.LastTerm != l.FirstTerm {
+			terms = "terms " + l.FirstTerm.String() + " .. " + l.LastTerm.String()
+		}
+		fmt.Fprintf(o.Out, "  %-12s %s  tokens %s .. %s  offsets %d-%d  %s .. %s  (%d records)\n", l.Member, terms, l.FirstToken, l.LastToken,
 			l.FirstOffset, l.LastOffset, l.From.UTC().Format(time.RFC3339), l.To.UTC().Format(time.RFC3339), l.Records)
 	}
 	statuses := make([]string, 0, len(a.Commands))
@@ -331,7 +353,7 @@ func records(entries []dispatch.Entry) []LogRecord {
 
 // record flattens one entry.
 func record(e dispatch.Entry) LogRecord {
-	r := LogRecord{Offset: e.Offset, At: e.At.UTC(), Role: e.Role, Member: e.Member, Token: e.Token.String(), Kind: e.Kind.String(), CommandID: e.CommandID()}
+	r := LogRecord{Offset: e.Offset, At: e.At.UTC(), Role: e.Role, Member: e.Member, Term: e.Term, Token: e.Token.String(), Kind: e.Kind.String(), CommandID: e.CommandID()}
 	switch {
 	case e.Issued != nil:
 		c := e.Issued.Command
@@ -347,7 +369,7 @@ func record(e dispatch.Entry) LogRecord {
 	return r
 }
 
-var recordsHeader = []string{"OFFSET", "TIME", "MEMBER", "TOKEN", "KIND", "COMMAND", "DETAIL"}
+var recordsHeader = []string{"OFFSET", "TIME", "MEMBER", "TERM", "TOKEN", "KIND", "COMMAND", "DETAIL"}
 
 func recordRow(r LogRecord) []string {
 	var detail string
@@ -366,7 +388,11 @@ func recordRow(r LogRecord) []string {
 	case r.Reason != "":
 		detail = "attempt " + strconv.Itoa(r.Attempt) + ": " + r.Reason
 	}
-	return []string{strconv.FormatInt(r.Offset, 10), r.At.Format("15:04:05.000"), r.Member, r.Token, r.Kind, dash(r.CommandID), detail}
+	term := "-"
+	if r.Term != coordination.NoTerm {
+		term = r.Term.String()
+	}
+	return []string{strconv.FormatInt(r.Offset, 10), r.At.Format("15:04:05.000"), r.Member, term, r.Token, r.Kind, dash(r.CommandID), detail}
 }
 
 func recordsTable(entries []dispatch.Entry) table {

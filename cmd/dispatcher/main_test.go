@@ -49,7 +49,7 @@ func TestHelpListsExitCodes(t *testing.T) {
 func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"no-such-command"},
-		{"status", "-o", "yaml", "--brokers", "127.0.0.1:1"},
+		{"status", "-o", "xml", "--brokers", "127.0.0.1:1"},
 		{"status", "--no-such-flag"},
 		{"status"}, // no brokers, no role
 		{"topics", "--brokers", "127.0.0.1:1", "--min-insync-replicas", "4"},

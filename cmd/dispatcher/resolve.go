@@ -9,15 +9,17 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/krabka-io/krabka-dispatch/dispatch"
+	"github.com/krabka-io/krabka-dispatch/internal/config"
 	"github.com/krabka-io/krabka-dispatch/internal/httpapi"
 )
 
 // ResolveOptions are the flags of `dispatcher resolve`.
 type ResolveOptions struct {
-	API     APIOptions
-	Output  Output
-	Action  string
-	Timeout time.Duration
+	API        APIOptions
+	ConfigFile string
+	Output     Output
+	Action     string
+	Timeout    time.Duration
 
 	Streams
 
@@ -28,7 +30,7 @@ type ResolveOptions struct {
 func NewResolveCommand(streams Streams) *cobra.Command {
 	o := &ResolveOptions{Output: OutputTable, Streams: streams}
 	cmd := &cobra.Command{
-		Use:   "resolve <command-id> --action redispatch|cancel --url URL",
+		Use:   "resolve <command-id> --action redispatch|cancel (--url URL | -c dispatcher.yaml)",
 		Short: "Settle a command in doubt: dispatch it again, or cancel it",
 		Long: `resolve settles a command that a takeover left in doubt (the device may or
 may not have acted). The leader records the decision in the command log under
@@ -39,7 +41,11 @@ its token before anything reaches the device:
   cancel      close it as cancelled without dispatching it again
 
 List the commands in doubt with 'dispatcher log'. It exits 7 when a
-redispatch does not succeed.`,
+redispatch does not succeed.
+
+With -c it asks the member that file configures (its entry in members, else
+its http.listen address) with the file's HTTP token, unless --url, --token
+or $DISPATCHER_TOKEN say otherwise.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			o.id = a[0]
@@ -52,17 +58,26 @@ redispatch does not succeed.`,
 			return o.Run(cmd.Context())
 		},
 	}
+	addConfigFlag(cmd.Flags(), &o.ConfigFile)
 	o.API.AddFlags(cmd.Flags())
 	addOutputFlag(cmd, &o.Output)
 	cmd.Flags().StringVar(&o.Action, "action", "", "redispatch or cancel (required)")
-	cmd.Flags().DurationVar(&o.Timeout, "timeout", DefaultCommandTimeout, "bound on the whole command")
+	addTimeoutFlag(cmd.Flags(), &o.Timeout)
 	return cmd
 }
 
-// Complete takes the token from the environment when no flag gave it.
+// Complete loads the configuration when -c gives one, and takes the URL and
+// the token from the flags, the environment or the configuration.
 func (o *ResolveOptions) Complete() error {
-	o.API.complete()
-	return nil
+	var c *config.Config
+	if o.ConfigFile != "" {
+		loaded, err := config.Load(o.ConfigFile)
+		if err != nil {
+			return withCode(ExitUsage, err)
+		}
+		c = loaded
+	}
+	return o.API.complete(c)
 }
 
 // Validate checks the flags.
@@ -73,7 +88,7 @@ func (o *ResolveOptions) Validate() error {
 		return usageErrorf("--action %q: want redispatch or cancel", o.Action)
 	}
 	if o.API.URL == "" {
-		return usageErrorf("--url is required: the leader resolves, and any member redirects to it")
+		return usageErrorf("--url or --config is required: the leader resolves, and any member redirects to it")
 	}
 	if o.Timeout <= 0 {
 		return usageErrorf("--timeout %v: want a duration above 0", o.Timeout)
@@ -90,8 +105,8 @@ func (o *ResolveOptions) Run(ctx context.Context) error {
 		return err
 	}
 	var err error
-	if o.Output == OutputJSON {
-		err = writeJSON(o.Out, st)
+	if o.Output.Structured() {
+		err = o.Output.Write(o.Out, st)
 	} else {
 		err = table{header: []string{"ID", "STATE", "DETAIL"}, rows: [][]string{{st.ID, st.State, dash(firstOf(st.Reason, st.Detail))}}}.write(o.Out)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -24,6 +25,8 @@ const (
 
 // NewRootCommand builds the command tree.
 func NewRootCommand(streams Streams) *cobra.Command {
+	g := &GlobalOptions{}
+	v := readVersion()
 	root := &cobra.Command{
 		Use:   "dispatcher",
 		Short: "Fenced command dispatch to external devices",
@@ -35,11 +38,18 @@ sees it. A deposed leader cannot write: the broker fences it.
 Start with:  dispatcher demo`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       v.Version,
 		// With Args set, an unknown subcommand reaches this validator, which
 		// makes it a usage error.
-		Args: args(cobra.NoArgs),
+		Args: unknownCommand,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
+	root.SetVersionTemplate(v.String() + "\n")
+	// Defined here so that cobra does not take -v, which demo uses for
+	// --verbose.
+	root.Flags().Bool("version", false, "print the version and exit")
+	root.SuggestionsMinimumDistance = 2
+	g.addFlags(root.PersistentFlags())
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.Err)
@@ -57,7 +67,7 @@ Start with:  dispatcher demo`,
 			root.AddCommand(c)
 		}
 	}
-	add(groupServe, NewRunCommand(streams), NewDemoCommand(streams))
+	add(groupServe, NewRunCommand(streams, g), NewDemoCommand(streams), NewValidateCommand(streams))
 	add(groupOperate,
 		NewStatusCommand(streams),
 		NewLogCommand(streams),
@@ -65,7 +75,22 @@ Start with:  dispatcher demo`,
 		NewResolveCommand(streams),
 		NewTopicsCommand(streams),
 	)
+	root.AddCommand(NewVersionCommand(streams))
 	return root
+}
+
+// unknownCommand refuses arguments to the root: the first one is a
+// subcommand that does not exist. It names the nearest subcommands, as cobra
+// does when the root takes no Args validator.
+func unknownCommand(cmd *cobra.Command, a []string) error {
+	if len(a) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", a[0], cmd.CommandPath())
+	if s := cmd.SuggestionsFor(a[0]); len(s) > 0 {
+		msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
+	}
+	return usageErrorf("%s", msg)
 }
 
 // Execute runs the command line args and returns the exit code. It prints

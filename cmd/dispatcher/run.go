@@ -35,9 +35,10 @@ type RunOptions struct {
 	serving func(addr string)
 }
 
-// NewRunCommand builds `dispatcher run`.
-func NewRunCommand(streams Streams) *cobra.Command {
-	o := &RunOptions{Streams: streams, LogFormat: "text", LogLevel: "info"}
+// NewRunCommand builds `dispatcher run`; its logger follows the global
+// flags g.
+func NewRunCommand(streams Streams, g *GlobalOptions) *cobra.Command {
+	o := &RunOptions{Streams: streams}
 	cmd := &cobra.Command{
 		Use:   "run -c dispatcher.yaml",
 		Short: "Run one member of a role: compete for it, and dispatch while leading",
@@ -54,6 +55,7 @@ OpenTelemetry reads the standard OTEL_* variables; traces are exported when
 OTEL_EXPORTER_OTLP_ENDPOINT is set.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.LogFormat, o.LogLevel = g.LogFormat, g.LogLevel
 			if err := o.Complete(); err != nil {
 				return err
 			}
@@ -63,9 +65,7 @@ OTEL_EXPORTER_OTLP_ENDPOINT is set.`,
 			return o.Run(cmd.Context())
 		},
 	}
-	cmd.Flags().StringVarP(&o.ConfigFile, "config", "c", "", "configuration file (required)")
-	cmd.Flags().StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format: text or json")
-	cmd.Flags().StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level: debug, info, warn or error")
+	addConfigFlag(cmd.Flags(), &o.ConfigFile)
 	return cmd
 }
 
@@ -76,6 +76,10 @@ func (o *RunOptions) Complete() error {
 	}
 	cfg, err := config.Load(o.ConfigFile)
 	if err != nil {
+		return withCode(ExitUsage, err)
+	}
+	// A member serves the API, so it needs its token now, before it joins.
+	if err := cfg.CheckMemberSecrets(); err != nil {
 		return withCode(ExitUsage, err)
 	}
 	o.cfg = cfg
@@ -120,9 +124,15 @@ func (o *RunOptions) Run(ctx context.Context) error {
 		return withCode(ExitUsage, err)
 	}
 	defer transport.Close()
+	if err := transport.SetReadWait(coordination.ReadWait{Logger: logger, MeterProvider: tel.meters}); err != nil {
+		return err
+	}
 	logReader, err := dispatch.NewKafkaLogReader(cfg.Kafka.Brokers, kopts...)
 	if err != nil {
 		return withCode(ExitUsage, err)
+	}
+	if err := logReader.SetReadWait(dispatch.LogReadWait{Logger: logger, MeterProvider: tel.meters}); err != nil {
+		return err
 	}
 	requests, err := dispatch.NewKafkaRequestSource(cfg.Kafka.Brokers, kopts...)
 	if err != nil {
@@ -233,13 +243,15 @@ func dispatchOptions(c *config.Config, requests dispatch.RequestSource, tel *tel
 	}
 }
 
-// newLogger builds the process logger on w.
+// newLogger builds the process logger on w. A duration is logged as the
+// text a person reads and a configuration file takes ("15s"), in both
+// formats: the JSON handler would write nanoseconds.
 func newLogger(w interface{ Write([]byte) (int, error) }, format, level string) (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(level)); err != nil {
 		return nil, usageErrorf("--log-level %q: want debug, info, warn or error", level)
 	}
-	opts := &slog.HandlerOptions{Level: lvl}
+	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: durationText}
 	switch format {
 	case "text":
 		return slog.New(slog.NewTextHandler(w, opts)), nil
@@ -247,4 +259,13 @@ func newLogger(w interface{ Write([]byte) (int, error) }, format, level string) 
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, usageErrorf("--log-format %q: want text or json", format)
+}
+
+// durationText is a slog.HandlerOptions.ReplaceAttr that writes a
+// time.Duration with its String method.
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }

@@ -172,12 +172,23 @@ func TestRunSubmitLogResolveOnFakeCluster(t *testing.T) {
 	if len(audit.Log) != audit.Records || audit.Records == 0 {
 		t.Errorf("%d records printed of %d", len(audit.Log), audit.Records)
 	}
+	// One leadership wrote the log: every record carries its term.
+	term := audit.Leaderships[0].FirstTerm
+	if term == coordination.NoTerm || audit.Leaderships[0].LastTerm != term {
+		t.Errorf("leadership terms %s .. %s", term, audit.Leaderships[0].LastTerm)
+	}
+	for _, r := range audit.Log {
+		if r.Term != term {
+			t.Errorf("record %d has term %s, the leadership's is %s", r.Offset, r.Term, term)
+		}
+	}
 	code, out, _ = runCLI(t, ctx, "log", "--brokers", brokers, "--role", "controller", "--verify")
 	if code != 0 || !strings.Contains(out, "verify: clean") || strings.Contains(out, "OFFSET") {
 		t.Fatalf("log --verify: exit %d\n%s", code, out)
 	}
 	code, out, _ = runCLI(t, ctx, "log", "--brokers", brokers, "--role", "controller")
-	if code != 0 || !strings.Contains(out, "c-topic") || !strings.Contains(out, "issued") {
+	if code != 0 || !strings.Contains(out, "c-topic") || !strings.Contains(out, "issued") ||
+		!strings.Contains(out, "TERM  TOKEN") || !strings.Contains(out, "node-1       term "+term.String()+"  tokens") {
 		t.Fatalf("log table: exit %d\n%s", code, out)
 	}
 

@@ -29,10 +29,12 @@ const (
 	// AuthorityConfirmed: the lease's token is the token the transaction
 	// coordinator holds now.
 	AuthorityConfirmed = "confirmed"
-	// AuthorityAdvanced: the coordinator holds a newer token than the lease
-	// record. Under Kafka transactions v2 every commit bumps the epoch, so a
-	// working leader shows this between renewals; after a takeover the new
-	// leader's lease record follows within one write.
+	// AuthorityAdvanced: the coordinator holds another token than the lease
+	// record: a later epoch, or a producer id the role rotated to when its
+	// epoch ran out, which may be lower. Under Kafka transactions v2 every
+	// commit bumps the epoch, so a working leader shows this between
+	// renewals; after a takeover the new leader's lease record follows
+	// within one write.
 	AuthorityAdvanced = "advanced"
 	// AuthorityNone: no lease, or no epoch was ever minted.
 	AuthorityNone = "none"
@@ -40,16 +42,20 @@ const (
 
 // StatusResult is the output of `dispatcher status`.
 type StatusResult struct {
-	Role             string         `json:"role"`
-	Holder           string         `json:"holder,omitempty"`
-	LeaseLive        bool           `json:"lease_live"`
-	LeaseToken       string         `json:"lease_token,omitempty"`
-	LeaseGrantedAt   *time.Time     `json:"lease_granted_at,omitempty"`
-	LeaseDeadline    *time.Time     `json:"lease_deadline,omitempty"`
-	LeaseRemainingMS int64          `json:"lease_remaining_ms"`
-	CoordinatorToken string         `json:"coordinator_token,omitempty"`
-	Authority        string         `json:"authority"`
-	Roster           []StatusMember `json:"roster"`
+	Role      string `json:"role"`
+	Holder    string `json:"holder,omitempty"`
+	LeaseLive bool   `json:"lease_live"`
+	// Term orders leaderships: it is the term of the leadership that wrote
+	// the lease, absent when there is none. The tokens beside it are what
+	// the broker enforces; they do not order leaderships.
+	Term             coordination.Term `json:"term,omitempty"`
+	LeaseToken       string            `json:"lease_token,omitempty"`
+	LeaseGrantedAt   *time.Time        `json:"lease_granted_at,omitempty"`
+	LeaseDeadline    *time.Time        `json:"lease_deadline,omitempty"`
+	LeaseRemainingMS int64             `json:"lease_remaining_ms"`
+	CoordinatorToken string            `json:"coordinator_token,omitempty"`
+	Authority        string            `json:"authority"`
+	Roster           []StatusMember    `json:"roster"`
 }
 
 // StatusMember is one member of the roster.
@@ -66,11 +72,14 @@ func NewStatusCommand(streams Streams) *cobra.Command {
 	o := &StatusOptions{Output: OutputTable, Streams: streams}
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show who leads a role: roster with ranks, holder, lease remaining, token, authority",
+		Short: "Show who leads a role: roster with ranks, holder, lease remaining, term, token, authority",
 		Long: `status reads the role's partition of the coordination topic (the roster in
-registration order and the lease) and asks the transaction coordinator which
-token it holds for the role, the third-party authority check that joins no
-group and takes no epoch. It exits 5 when no member holds a live lease.`,
+registration order and the lease, with the term of the leadership that wrote
+it) and asks the transaction coordinator which token it holds for the role,
+the third-party authority check that joins no group and takes no epoch. The
+term orders leaderships; the token is what the broker enforces, and may rotate
+to a lower producer id within a term. It exits 5 when no member holds a live
+lease.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Complete(); err != nil {
@@ -120,8 +129,8 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 		return unavailable(ctx, err)
 	}
 	res := buildStatus(role, state, leadership, o.now())
-	if o.Output == OutputJSON {
-		err = writeJSON(o.Out, res)
+	if o.Output.Structured() {
+		err = o.Output.Write(o.Out, res)
 	} else {
 		err = writeStatusTable(o, res)
 	}
@@ -145,6 +154,7 @@ func buildStatus(role coordination.Role, state coordination.RoleState, leadershi
 	if state.Lease != nil {
 		l := *state.Lease
 		res.Holder = l.Member.String()
+		res.Term = state.Term
 		res.LeaseToken = l.Token.String()
 		granted := time.UnixMilli(l.GrantedAt).UTC()
 		deadline := time.UnixMilli(l.Deadline).UTC()
@@ -157,7 +167,7 @@ func buildStatus(role coordination.Role, state coordination.RoleState, leadershi
 		switch {
 		case leadership.Authoritative(l.Token):
 			res.Authority = AuthorityConfirmed
-		case leadership.Held && leadership.Token.Supersedes(l.Token):
+		case leadership.Held && leadership.Token != coordination.NoEpoch && leadership.Token != l.Token:
 			res.Authority = AuthorityAdvanced
 		}
 	}
@@ -189,6 +199,11 @@ func writeStatusTable(o *StatusOptions, r StatusResult) error {
 	fmt.Fprintf(o.Out, "role:         %s\n", r.Role)
 	fmt.Fprintf(o.Out, "holder:       %s\n", holder)
 	fmt.Fprintf(o.Out, "lease:        %s\n", lease)
+	term := ""
+	if r.Term != coordination.NoTerm {
+		term = r.Term.String()
+	}
+	fmt.Fprintf(o.Out, "term:         %s\n", dash(term))
 	fmt.Fprintf(o.Out, "lease token:  %s\n", dash(r.LeaseToken))
 	fmt.Fprintf(o.Out, "coordinator:  %s\n", dash(r.CoordinatorToken))
 	fmt.Fprintf(o.Out, "authority:    %s\n\n", r.Authority)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -76,6 +77,12 @@ func TestStatusOnFakeCluster(t *testing.T) {
 	if res.CoordinatorToken != l.Token().String() {
 		t.Errorf("coordinator token %s, the holder's is %s", res.CoordinatorToken, l.Token())
 	}
+	if res.Term == coordination.NoTerm || res.Term != l.Term() {
+		t.Errorf("term %s, the holder's is %s", res.Term, l.Term())
+	}
+	if !strings.Contains(out, fmt.Sprintf(`"term": %d,`, int64(l.Term()))) {
+		t.Errorf("the JSON does not carry the term as a number:\n%s", out)
+	}
 	if res.Authority != AuthorityConfirmed && res.Authority != AuthorityAdvanced {
 		t.Errorf("authority %q", res.Authority)
 	}
@@ -94,7 +101,8 @@ func TestStatusOnFakeCluster(t *testing.T) {
 
 	// The table says the same for people.
 	code, out, _ = runCLI(t, ctx, "status", "--brokers", brokers, "--role", "controller")
-	if code != 0 || !strings.Contains(out, "holder:       node-1") || !strings.Contains(out, "node-3") {
+	if code != 0 || !strings.Contains(out, "holder:       node-1") || !strings.Contains(out, "node-3") ||
+		!strings.Contains(out, "term:         "+l.Term().String()+"\n") {
 		t.Fatalf("table: exit %d\n%s", code, out)
 	}
 
@@ -113,10 +121,12 @@ func TestBuildStatusAuthority(t *testing.T) {
 	m1, _ := coordination.NewMemberID("a")
 	old, _ := coordination.NewFencingToken(5, 1)
 	bumped, _ := coordination.NewFencingToken(5, 2)
+	rotated, _ := coordination.NewFencingToken(3, 0)
 	now := time.UnixMilli(1_000_000)
 	state := coordination.RoleState{
 		Roster: []coordination.RosterEntry{{Member: m1, Offset: 0}},
 		Lease:  &coordination.Lease{Member: m1, Token: old, GrantedAt: now.UnixMilli() - 1000, Deadline: now.UnixMilli() + 4000},
+		Term:   812,
 	}
 	for _, c := range []struct {
 		coordinator coordination.LeadershipStatus
@@ -124,11 +134,16 @@ func TestBuildStatusAuthority(t *testing.T) {
 	}{
 		{coordination.LeadershipStatus{Role: role, Token: old, Held: true}, AuthorityConfirmed},
 		{coordination.LeadershipStatus{Role: role, Token: bumped, Held: true}, AuthorityAdvanced},
+		// The producer id rotated to a lower one within the term.
+		{coordination.LeadershipStatus{Role: role, Token: rotated, Held: true}, AuthorityAdvanced},
 		{coordination.LeadershipStatus{Role: role, Token: coordination.NoEpoch}, AuthorityNone},
 	} {
 		got := buildStatus(role, state, c.coordinator, now)
 		if got.Authority != c.want {
 			t.Errorf("coordinator %v: authority %s, want %s", c.coordinator, got.Authority, c.want)
+		}
+		if got.Term != 812 {
+			t.Errorf("term %s, want 812", got.Term)
 		}
 		if got.LeaseRemainingMS != 4000 || !got.LeaseLive {
 			t.Errorf("remaining %d live %v", got.LeaseRemainingMS, got.LeaseLive)

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/krabka-io/krabka-dispatch/dispatch"
+	"github.com/krabka-io/krabka-dispatch/internal/config"
 	"github.com/krabka-io/krabka-dispatch/internal/httpapi"
 )
 
@@ -82,11 +83,21 @@ command succeeded.`,
 	return cmd
 }
 
-// Complete fills defaults and reads the payload file.
+// Complete fills defaults and reads the payload file. Through the requests
+// topic it needs the cluster settings; through the HTTP API (--url) it
+// takes the token from --config when no flag or variable gives it.
 func (o *SubmitOptions) Complete() error {
-	o.API.complete()
-	if o.API.URL == "" {
+	if o.API.URL == "" || o.Cluster.ConfigFile != "" {
 		if err := o.Cluster.Complete(); err != nil {
+			return err
+		}
+	}
+	if o.API.URL != "" {
+		var c *config.Config
+		if o.Cluster.ConfigFile != "" {
+			c = o.Cluster.Config
+		}
+		if err := o.API.complete(c); err != nil {
 			return err
 		}
 	}
@@ -143,8 +154,8 @@ func (o *SubmitOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if o.Output == OutputJSON {
-		err = writeJSON(o.Out, res)
+	if o.Output.Structured() {
+		err = o.Output.Write(o.Out, res)
 	} else {
 		err = table{header: []string{"ID", "VIA", "STATE", "DETAIL"}, rows: [][]string{{res.ID, res.Via, res.State, dash(firstOf(res.Reason, res.Detail))}}}.write(o.Out)
 	}

@@ -379,8 +379,8 @@ func formatConfigs(m map[string]string) []string {
 }
 
 func (o *TopicsOptions) print(reports []TopicReport) error {
-	if o.Output == OutputJSON {
-		return writeJSON(o.Out, reports)
+	if o.Output.Structured() {
+		return o.Output.Write(o.Out, reports)
 	}
 	return topicsTable(reports).write(o.Out)
 }

@@ -4,18 +4,25 @@
 // The dispatcher's broker fences its own log writes, but not the commands a
 // device receives over MQTT or Modbus: a leader that was paused after its log
 // commit may wake and publish after a successor took over. Every command
-// carries the fencing token of the leadership that issued it, and tokens
-// only grow. A [Store] remembers the highest token seen per key (a device
-// name, or any other scope of one leader's commands) and [Store.Admit]
-// refuses a lower one with a [*StaleTokenError].
+// carries the authority it was issued under (a [coordination.Authority]): the
+// term of the leadership that issued it, which orders leaderships, and the
+// fencing token that the broker enforced on its record. Terms only grow from
+// one leadership to the next; tokens do not, since a role's producer id may
+// rotate to a lower one within a leadership. A [Store] therefore remembers the
+// highest term seen per key (a device name, or any other scope of one
+// leader's commands), and [Store.Admit] refuses a lower term with a
+// [*StaleTermError]. Within the highest term any token is admitted: it is the
+// same leadership, whose tokens the broker already checked.
 //
-// The highest token survives a restart: Admit writes a higher token to the
+// The highest term survives a restart: Admit writes a higher term to the
 // state file before it returns, by writing a temporary file in the same
 // directory, syncing it, renaming it over the state file and syncing the
 // directory. A crash leaves the old file or the new one, never a mix, and a
-// device that restarts does not accept a token it had already outranked. A
+// device that restarts does not accept a term it had already outranked. A
 // state file that does not parse makes [Open] fail with a [*CorruptError];
-// it is never silently reset, since an empty state admits every token.
+// it is never silently reset, since an empty state admits every term. A state
+// file of version 1, which held tokens without terms, still opens: its keys
+// hold [coordination.NoTerm], which every term outranks.
 //
 // Typical use in firmware that receives commands over MQTT:
 //
@@ -23,8 +30,8 @@
 //	...
 //	env, err := mqtt.DecodeEnvelope(msg.Payload())
 //	...
-//	if err := store.Admit(env.Device, env.Token); err != nil {
-//		// errors.Is(err, fence.ErrStaleToken): reply "rejected", do not act
+//	if err := store.Admit(env.Device, env.Authority()); err != nil {
+//		// errors.Is(err, fence.ErrStaleTerm): reply "rejected", do not act
 //	}
 //
 // A Store is safe for concurrent use. One file belongs to one Store: two
@@ -46,36 +53,47 @@ import (
 	"github.com/krabka-io/krabka-dispatch/coordination"
 )
 
-// FileVersion is the value of the "v" field of the state file.
-const FileVersion = 1
+// FileVersion is the value of the "v" field of the state file that Admit
+// writes. Version 1 held tokens without terms; [Open] still reads it.
+const FileVersion = 2
 
-// ErrStaleToken is matched by every [*StaleTokenError].
-var ErrStaleToken = errors.New("fence: token lower than one already admitted")
+// fileVersionTokens is the version of a state file that held tokens only.
+const fileVersionTokens = 1
+
+// ErrStaleTerm is matched by every [*StaleTermError].
+var ErrStaleTerm = errors.New("fence: term lower than one already admitted")
 
 // ErrNoToken reports coordination.NoEpoch passed to Admit: it proves no
 // leadership and is never admitted.
 var ErrNoToken = errors.New("fence: no fencing token")
 
+// ErrNoTerm reports coordination.NoTerm passed to Admit: a command without a
+// term cannot be ordered against a leadership and is never admitted.
+var ErrNoTerm = errors.New("fence: no term")
+
 // ErrCorrupt is matched by every [*CorruptError].
 var ErrCorrupt = errors.New("fence: state file is corrupt")
 
-// StaleTokenError reports a token lower than the highest admitted for its
-// key. The command that carried it must not be acted on.
-type StaleTokenError struct {
-	// Key is the key the token was presented for.
+// StaleTermError reports a term lower than the highest admitted for its key:
+// the command comes from a leadership that a later one replaced, and must not
+// be acted on.
+type StaleTermError struct {
+	// Key is the key the authority was presented for.
 	Key string
-	// Token is the token presented.
-	Token coordination.FencingToken
-	// Highest is the highest token admitted for Key.
-	Highest coordination.FencingToken
+	// Authority is the term and token presented.
+	Authority coordination.Authority
+	// Highest is the highest term admitted for Key, with the token that
+	// first carried it to the store.
+	Highest coordination.Authority
 }
 
-func (e *StaleTokenError) Error() string {
-	return fmt.Sprintf("fence: token %s for %q is below %s, already admitted", e.Token, e.Key, e.Highest)
+func (e *StaleTermError) Error() string {
+	return fmt.Sprintf("fence: term %s (token %s) for %q is below term %s, already admitted",
+		e.Authority.Term, e.Authority.Token, e.Key, e.Highest.Term)
 }
 
-// Is reports whether target is ErrStaleToken.
-func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken }
+// Is reports whether target is ErrStaleTerm.
+func (e *StaleTermError) Is(target error) bool { return target == ErrStaleTerm }
 
 // CorruptError reports a state file that Open cannot read as a state.
 type CorruptError struct {
@@ -86,7 +104,7 @@ type CorruptError struct {
 }
 
 func (e *CorruptError) Error() string {
-	return fmt.Sprintf("fence: state file %s is corrupt (remove it only if no token may have been admitted since): %v", e.Path, e.Err)
+	return fmt.Sprintf("fence: state file %s is corrupt (remove it only if no term may have been admitted since): %v", e.Path, e.Err)
 }
 
 // Is reports whether target is ErrCorrupt.
@@ -95,12 +113,12 @@ func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
 // Unwrap returns the underlying error.
 func (e *CorruptError) Unwrap() error { return e.Err }
 
-// Store keeps the highest admitted token per key in a state file.
+// Store keeps the highest admitted term per key in a state file.
 type Store struct {
 	path string
 
-	mu     sync.Mutex
-	tokens map[string]coordination.FencingToken
+	mu      sync.Mutex
+	highest map[string]coordination.Authority
 
 	// beforeRename, when set, runs after the temporary file is synced and
 	// before it is renamed; tests use it to fail or stop the write there.
@@ -109,13 +127,18 @@ type Store struct {
 
 // fileState is the JSON form of the state file:
 //
-//	{"v":1,"tokens":{"valve-1":{"producer_id":1001,"producer_epoch":3}}}
+//	{"v":2,"tokens":{"valve-1":{"term":42,"producer_id":1001,"producer_epoch":3}}}
+//
+// A version-1 file has no "term" fields. A version-2 file holds term 0
+// (coordination.NoTerm) for a key that a version-1 file brought and no
+// termed command has reached since.
 type fileState struct {
 	V      int                  `json:"v"`
 	Tokens map[string]fileToken `json:"tokens"`
 }
 
 type fileToken struct {
+	Term          *int64 `json:"term,omitempty"`
 	ProducerID    *int64 `json:"producer_id"`
 	ProducerEpoch *int16 `json:"producer_epoch"`
 }
@@ -125,7 +148,7 @@ type fileToken struct {
 // during a write left beside it. A file that does not hold a valid state is
 // a *CorruptError.
 func Open(path string) (*Store, error) {
-	s := &Store{path: path, tokens: make(map[string]coordination.FencingToken)}
+	s := &Store{path: path, highest: make(map[string]coordination.Authority)}
 	removeLeftovers(path)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -153,8 +176,8 @@ func (s *Store) decode(data []byte) error {
 	if dec.More() {
 		return errors.New("trailing data after the state")
 	}
-	if st.V != FileVersion {
-		return fmt.Errorf("version %d, want %d", st.V, FileVersion)
+	if st.V != FileVersion && st.V != fileVersionTokens {
+		return fmt.Errorf("version %d, want %d or %d", st.V, fileVersionTokens, FileVersion)
 	}
 	if st.Tokens == nil {
 		return errors.New("no tokens object")
@@ -167,7 +190,18 @@ func (s *Store) decode(data []byte) error {
 		if err != nil {
 			return fmt.Errorf("key %q: %w", key, err)
 		}
-		s.tokens[key] = tok
+		term := coordination.NoTerm
+		switch {
+		case st.V == fileVersionTokens && ft.Term != nil:
+			return fmt.Errorf("key %q: a term in a version-%d file", key, st.V)
+		case st.V == FileVersion && ft.Term == nil:
+			return fmt.Errorf("key %q: term missing", key)
+		case ft.Term != nil && *ft.Term < 0:
+			return fmt.Errorf("key %q: term %d is negative", key, *ft.Term)
+		case ft.Term != nil:
+			term = coordination.Term(*ft.Term)
+		}
+		s.highest[key] = coordination.Authority{Term: term, Token: tok}
 	}
 	return nil
 }
@@ -175,55 +209,64 @@ func (s *Store) decode(data []byte) error {
 // Path returns the state file's path.
 func (s *Store) Path() string { return s.path }
 
-// Admit admits token for key when it is not lower than the highest token
-// admitted for key so far. A higher token is written to the state file
-// before Admit returns; an equal one needs no write. A lower token is
-// refused with a *StaleTokenError, and coordination.NoEpoch with ErrNoToken.
-// When the write fails Admit returns its error and the state is unchanged:
-// the command must not be acted on, since the device could forget the token
-// at its next restart.
-func (s *Store) Admit(key string, token coordination.FencingToken) error {
-	if token.Compare(coordination.NoEpoch) == 0 {
+// Admit admits authority for key when its term is not lower than the
+// highest term admitted for key so far. Within that term any token is
+// admitted, whatever its producer id: the role's producer id may rotate to a
+// lower one within a leadership, and only the term orders leaderships.
+//
+// A higher term is written to the state file before Admit returns; the
+// highest term again needs no write. A lower term is refused with a
+// *StaleTermError, coordination.NoTerm with ErrNoTerm and
+// coordination.NoEpoch with ErrNoToken. When the write fails Admit returns
+// its error and the state is unchanged: the command must not be acted on,
+// since the device could forget the term at its next restart.
+func (s *Store) Admit(key string, authority coordination.Authority) error {
+	if authority.Token.Compare(coordination.NoEpoch) == 0 {
 		return ErrNoToken
+	}
+	if authority.Term.Compare(coordination.NoTerm) <= 0 {
+		return ErrNoTerm
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	highest, seen := s.tokens[key]
+	highest, seen := s.highest[key]
 	if seen {
-		switch c := token.Compare(highest); {
+		switch c := authority.Compare(highest); {
 		case c < 0:
-			return &StaleTokenError{Key: key, Token: token, Highest: highest}
+			return &StaleTermError{Key: key, Authority: authority, Highest: highest}
 		case c == 0:
 			return nil
 		}
 	}
-	next := make(map[string]coordination.FencingToken, len(s.tokens)+1)
-	for k, v := range s.tokens {
+	next := make(map[string]coordination.Authority, len(s.highest)+1)
+	for k, v := range s.highest {
 		next[k] = v
 	}
-	next[key] = token
+	next[key] = authority
 	if err := s.write(next); err != nil {
 		return err
 	}
-	s.tokens = next
+	s.highest = next
 	return nil
 }
 
-// Highest returns the highest token admitted for key, and false when none
-// was.
-func (s *Store) Highest(key string) (coordination.FencingToken, bool) {
+// Highest returns the highest term admitted for key, with the token that
+// first carried that term to the store, and false when none was. A key that
+// a version-1 state file brought holds coordination.NoTerm until the first
+// termed command.
+func (s *Store) Highest(key string) (coordination.Authority, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t, ok := s.tokens[key]
-	return t, ok
+	a, ok := s.highest[key]
+	return a, ok
 }
 
-// Keys returns the keys with an admitted token, sorted.
+// Keys returns the keys with an admitted term, sorted.
 func (s *Store) Keys() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	keys := make([]string, 0, len(s.tokens))
-	for k := range s.tokens {
+	keys := make([]string, 0, len(s.highest))
+	for k := range s.highest {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
@@ -247,12 +290,12 @@ func removeLeftovers(path string) {
 	}
 }
 
-// write replaces the state file with tokens, atomically and durably.
-func (s *Store) write(tokens map[string]coordination.FencingToken) (err error) {
-	st := fileState{V: FileVersion, Tokens: make(map[string]fileToken, len(tokens))}
-	for k, t := range tokens {
-		id, epoch := t.ProducerID(), t.ProducerEpoch()
-		st.Tokens[k] = fileToken{ProducerID: &id, ProducerEpoch: &epoch}
+// write replaces the state file with highest, atomically and durably.
+func (s *Store) write(highest map[string]coordination.Authority) (err error) {
+	st := fileState{V: FileVersion, Tokens: make(map[string]fileToken, len(highest))}
+	for k, a := range highest {
+		term, id, epoch := int64(a.Term), a.Token.ProducerID(), a.Token.ProducerEpoch()
+		st.Tokens[k] = fileToken{Term: &term, ProducerID: &id, ProducerEpoch: &epoch}
 	}
 	data, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {

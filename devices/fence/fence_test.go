@@ -29,42 +29,51 @@ func openStore(t *testing.T, path string) *Store {
 	return s
 }
 
-func TestAdmitRefusesLowerTokens(t *testing.T) {
+// under returns the authority of term with the token id:epoch.
+func under(t testing.TB, term coordination.Term, id int64, epoch int16) coordination.Authority {
+	t.Helper()
+	return coordination.Authority{Term: term, Token: tok(t, id, epoch)}
+}
+
+func TestAdmitOrdersByTerm(t *testing.T) {
 	s := openStore(t, filepath.Join(t.TempDir(), "fence.json"))
 	steps := []struct {
-		key   string
-		token coordination.FencingToken
-		stale bool
+		key       string
+		authority coordination.Authority
+		stale     bool
 	}{
-		{"valve-1", tok(t, 10, 2), false},
-		{"valve-1", tok(t, 10, 2), false}, // equal: the same leader again
-		{"valve-1", tok(t, 10, 3), false}, // higher epoch
-		{"valve-1", tok(t, 10, 1), true},  // lower epoch
-		{"valve-1", tok(t, 9, 30000), true},
-		{"valve-1", tok(t, 11, 0), false}, // a new producer id outranks any epoch of the old
-		{"valve-2", tok(t, 1, 0), false},  // keys are independent
-		{"valve-1", tok(t, 10, 3), true},
+		{"valve-1", under(t, 40, 10, 2), false},
+		{"valve-1", under(t, 40, 10, 2), false},   // equal: the same leader again
+		{"valve-1", under(t, 40, 10, 3), false},   // an epoch bump within the term
+		{"valve-1", under(t, 40, 3, 0), false},    // a rotation to a lower producer id within the term
+		{"valve-1", under(t, 40, 10, 1), false},   // any token of the highest term
+		{"valve-1", under(t, 39, 900, 9), true},   // an earlier term with a higher token
+		{"valve-1", under(t, 57, 2, 0), false},    // a later term with a lower token
+		{"valve-2", under(t, 12, 1, 0), false},    // keys are independent
+		{"valve-1", under(t, 40, 10, 3), true},    // the deposed term again
+		{"valve-1", under(t, 56, 30000, 0), true}, // the term just below
 	}
 	for i, st := range steps {
-		err := s.Admit(st.key, st.token)
+		err := s.Admit(st.key, st.authority)
 		if !st.stale {
 			if err != nil {
-				t.Fatalf("step %d: Admit(%s, %s) = %v", i, st.key, st.token, err)
+				t.Fatalf("step %d: Admit(%s, %s) = %v", i, st.key, st.authority, err)
 			}
 			continue
 		}
-		var se *StaleTokenError
-		if !errors.Is(err, ErrStaleToken) || !errors.As(err, &se) {
-			t.Fatalf("step %d: Admit(%s, %s) = %v, want a StaleTokenError", i, st.key, st.token, err)
+		var se *StaleTermError
+		if !errors.Is(err, ErrStaleTerm) || !errors.As(err, &se) {
+			t.Fatalf("step %d: Admit(%s, %s) = %v, want a StaleTermError", i, st.key, st.authority, err)
 		}
-		if se.Key != st.key || se.Token != st.token {
+		if se.Key != st.key || se.Authority != st.authority {
 			t.Fatalf("step %d: error %+v", i, se)
 		}
 		if h, _ := s.Highest(st.key); se.Highest != h {
 			t.Fatalf("step %d: error names highest %s, store has %s", i, se.Highest, h)
 		}
 	}
-	if h, ok := s.Highest("valve-1"); !ok || h != tok(t, 11, 0) {
+	// The highest term keeps the token that first carried it.
+	if h, ok := s.Highest("valve-1"); !ok || h != under(t, 57, 2, 0) {
 		t.Fatalf("Highest(valve-1) = %s, %v", h, ok)
 	}
 	if _, ok := s.Highest("valve-3"); ok {
@@ -73,30 +82,78 @@ func TestAdmitRefusesLowerTokens(t *testing.T) {
 	if got := strings.Join(s.Keys(), ","); got != "valve-1,valve-2" {
 		t.Fatalf("Keys = %s", got)
 	}
-	if err := s.Admit("valve-1", coordination.NoEpoch); !errors.Is(err, ErrNoToken) {
+	if err := s.Admit("valve-1", coordination.Authority{Term: 90, Token: coordination.NoEpoch}); !errors.Is(err, ErrNoToken) {
 		t.Fatalf("Admit(NoEpoch) = %v", err)
+	}
+	if err := s.Admit("valve-1", coordination.Authority{Term: coordination.NoTerm, Token: tok(t, 99, 0)}); !errors.Is(err, ErrNoTerm) {
+		t.Fatalf("Admit(NoTerm) = %v", err)
+	}
+	if h, _ := s.Highest("valve-1"); h.Term != 57 {
+		t.Fatalf("a refused authority moved the term to %s", h.Term)
 	}
 }
 
 func TestHighestSurvivesRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fence.json")
 	s := openStore(t, path)
-	if err := s.Admit("valve-1", tok(t, 7, 4)); err != nil {
+	if err := s.Admit("valve-1", under(t, 30, 7, 4)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Admit("pump", tok(t, 3, 0)); err != nil {
+	if err := s.Admit("pump", under(t, 8, 3, 0)); err != nil {
 		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"v": 2`) || !strings.Contains(string(data), `"term": 30`) {
+		t.Fatalf("state file holds no version-2 term:\n%s", data)
 	}
 
 	again := openStore(t, path)
-	if h, ok := again.Highest("valve-1"); !ok || h != tok(t, 7, 4) {
+	if h, ok := again.Highest("valve-1"); !ok || h != under(t, 30, 7, 4) {
 		t.Fatalf("after restart Highest = %s, %v", h, ok)
 	}
-	if err := again.Admit("valve-1", tok(t, 7, 3)); !errors.Is(err, ErrStaleToken) {
-		t.Fatalf("after restart a lower token: %v", err)
+	if err := again.Admit("valve-1", under(t, 29, 70, 9)); !errors.Is(err, ErrStaleTerm) {
+		t.Fatalf("after restart an earlier term: %v", err)
 	}
-	if err := again.Admit("pump", tok(t, 3, 0)); err != nil {
-		t.Fatalf("after restart the equal token: %v", err)
+	if err := again.Admit("valve-1", under(t, 30, 1, 0)); err != nil {
+		t.Fatalf("after restart a rotation within the term: %v", err)
+	}
+	if err := again.Admit("pump", under(t, 8, 3, 0)); err != nil {
+		t.Fatalf("after restart the equal authority: %v", err)
+	}
+}
+
+// TestOpensVersionOneFile reads a state file written before terms: its
+// tokens hold no term, so the first termed command is admitted whatever its
+// token, and the next write moves the file to version 2.
+func TestOpensVersionOneFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fence.json")
+	v1 := `{"v":1,"tokens":{"valve-1":{"producer_id":900,"producer_epoch":7},"pump":{"producer_id":4,"producer_epoch":0}}}`
+	if err := os.WriteFile(path, []byte(v1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := openStore(t, path)
+	if h, ok := s.Highest("valve-1"); !ok || h != under(t, coordination.NoTerm, 900, 7) {
+		t.Fatalf("Highest from a version-1 file = %s, %v", h, ok)
+	}
+	if err := s.Admit("valve-1", under(t, 5, 12, 0)); err != nil {
+		t.Fatalf("the first termed command, with a lower token: %v", err)
+	}
+
+	again := openStore(t, path)
+	if h, _ := again.Highest("valve-1"); h != under(t, 5, 12, 0) {
+		t.Fatalf("after reopen Highest(valve-1) = %s", h)
+	}
+	if h, _ := again.Highest("pump"); h != under(t, coordination.NoTerm, 4, 0) {
+		t.Fatalf("after reopen Highest(pump) = %s, want the version-1 token with no term", h)
+	}
+	if err := again.Admit("valve-1", under(t, 4, 999, 0)); !errors.Is(err, ErrStaleTerm) {
+		t.Fatalf("an earlier term after the upgrade: %v", err)
+	}
+	if err := again.Admit("pump", under(t, 1, 1, 0)); err != nil {
+		t.Fatalf("the first termed command of a carried-over key: %v", err)
 	}
 }
 
@@ -117,15 +174,19 @@ func TestOpenWithoutFileStartsEmpty(t *testing.T) {
 func TestOpenRefusesCorruptFiles(t *testing.T) {
 	cases := map[string]string{
 		"empty":           "",
-		"truncated":       `{"v":1,"tokens":{"valve-1":{"producer_id":7,`,
+		"truncated":       `{"v":2,"tokens":{"valve-1":{"term":3,"producer_id":7,`,
 		"not json":        "hello",
-		"other version":   `{"v":2,"tokens":{}}`,
-		"no tokens":       `{"v":1}`,
-		"negative epoch":  `{"v":1,"tokens":{"a":{"producer_id":7,"producer_epoch":-1}}}`,
-		"missing number":  `{"v":1,"tokens":{"a":{"producer_id":7}}}`,
-		"unknown field":   `{"v":1,"tokens":{},"extra":true}`,
-		"trailing data":   `{"v":1,"tokens":{}} {}`,
-		"epoch too large": `{"v":1,"tokens":{"a":{"producer_id":7,"producer_epoch":40000}}}`,
+		"other version":   `{"v":3,"tokens":{}}`,
+		"no version":      `{"tokens":{}}`,
+		"no tokens":       `{"v":2}`,
+		"negative epoch":  `{"v":2,"tokens":{"a":{"term":3,"producer_id":7,"producer_epoch":-1}}}`,
+		"missing number":  `{"v":2,"tokens":{"a":{"term":3,"producer_id":7}}}`,
+		"missing term":    `{"v":2,"tokens":{"a":{"producer_id":7,"producer_epoch":1}}}`,
+		"negative term":   `{"v":2,"tokens":{"a":{"term":-3,"producer_id":7,"producer_epoch":1}}}`,
+		"term in v1":      `{"v":1,"tokens":{"a":{"term":3,"producer_id":7,"producer_epoch":1}}}`,
+		"unknown field":   `{"v":2,"tokens":{},"extra":true}`,
+		"trailing data":   `{"v":2,"tokens":{}} {}`,
+		"epoch too large": `{"v":2,"tokens":{"a":{"term":3,"producer_id":7,"producer_epoch":40000}}}`,
 	}
 	for name, content := range cases {
 		path := filepath.Join(t.TempDir(), "fence.json")
@@ -143,7 +204,7 @@ func TestOpenRefusesCorruptFiles(t *testing.T) {
 func TestFailedWriteLeavesOldStateAndRefusesTheToken(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fence.json")
 	s := openStore(t, path)
-	if err := s.Admit("valve-1", tok(t, 5, 0)); err != nil {
+	if err := s.Admit("valve-1", under(t, 5, 5, 0)); err != nil {
 		t.Fatal(err)
 	}
 	before, err := os.ReadFile(path)
@@ -152,10 +213,10 @@ func TestFailedWriteLeavesOldStateAndRefusesTheToken(t *testing.T) {
 	}
 	boom := errors.New("disk full")
 	s.beforeRename = func(string) error { return boom }
-	if err := s.Admit("valve-1", tok(t, 6, 0)); !errors.Is(err, boom) {
+	if err := s.Admit("valve-1", under(t, 6, 6, 0)); !errors.Is(err, boom) {
 		t.Fatalf("Admit with a failing write = %v", err)
 	}
-	if h, _ := s.Highest("valve-1"); h != tok(t, 5, 0) {
+	if h, _ := s.Highest("valve-1"); h != under(t, 5, 5, 0) {
 		t.Fatalf("memory moved to %s although the write failed", h)
 	}
 	after, _ := os.ReadFile(path)
@@ -167,7 +228,7 @@ func TestFailedWriteLeavesOldStateAndRefusesTheToken(t *testing.T) {
 		t.Fatalf("temporary files left: %v", entries)
 	}
 	s.beforeRename = nil
-	if err := s.Admit("valve-1", tok(t, 6, 0)); err != nil {
+	if err := s.Admit("valve-1", under(t, 6, 6, 0)); err != nil {
 		t.Fatalf("Admit after the disk recovered: %v", err)
 	}
 }
@@ -179,7 +240,7 @@ func TestCrashBeforeRenameKeepsOldState(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "fence.json")
 	s := openStore(t, path)
-	if err := s.Admit("valve-1", tok(t, 5, 0)); err != nil {
+	if err := s.Admit("valve-1", under(t, 5, 5, 0)); err != nil {
 		t.Fatal(err)
 	}
 	var leftover string
@@ -195,14 +256,14 @@ func TestCrashBeforeRenameKeepsOldState(t *testing.T) {
 		}
 		return errors.New("crash")
 	}
-	_ = s.Admit("valve-1", tok(t, 9, 0))
+	_ = s.Admit("valve-1", under(t, 9, 9, 0))
 	if _, err := os.Stat(leftover); err != nil {
 		t.Fatalf("no leftover to test with: %v", err)
 	}
 
 	again := openStore(t, path)
-	if h, _ := again.Highest("valve-1"); h != tok(t, 5, 0) {
-		t.Fatalf("after the crash Highest = %s, want the old 5:0", h)
+	if h, _ := again.Highest("valve-1"); h != under(t, 5, 5, 0) {
+		t.Fatalf("after the crash Highest = %s, want the old term 5", h)
 	}
 	if _, err := os.Stat(leftover); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("Open left the temporary file: %v", err)
@@ -227,15 +288,17 @@ func TestConcurrentAdmitKeepsTheMaximum(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for e := range 20 {
-				err := s.Admit("valve-1", tok(t, int64(g), int16(e)))
-				if err != nil && !errors.Is(err, ErrStaleToken) {
+				// Goroutine g presents terms g*100+1..g*100+20 with
+				// tokens that fall as the terms rise.
+				err := s.Admit("valve-1", under(t, coordination.Term(g*100+e+1), int64(100-g), int16(20-e)))
+				if err != nil && !errors.Is(err, ErrStaleTerm) {
 					t.Errorf("Admit: %v", err)
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	want := tok(t, 7, 19)
+	want := under(t, 720, 93, 1)
 	if h, _ := s.Highest("valve-1"); h != want {
 		t.Fatalf("Highest = %s, want %s", h, want)
 	}

@@ -63,8 +63,9 @@ const (
 )
 
 // FenceRegisterCount is the number of holding registers the fence occupies:
-// four for the producer id and one for the producer epoch.
-const FenceRegisterCount = 5
+// four for the term, four for the producer id and one for the producer
+// epoch.
+const FenceRegisterCount = 9
 
 // Config describes one Modbus unit. The yaml tags let the binary load it from
 // its configuration file; [Config.Validate] checks it, and [New] calls
@@ -88,8 +89,9 @@ type Config struct {
 	// Timeout bounds each request; zero means [DefaultTimeout].
 	Timeout time.Duration `yaml:"timeout,omitempty"`
 
-	// Fence, when set, makes every dispatch first write the fencing token
-	// to [FenceRegisterCount] holding registers, so the unit can refuse a
+	// Fence, when set, makes every dispatch first write the term and the
+	// fencing token to [FenceRegisterCount] holding registers, so the unit
+	// can refuse a
 	// deposed leader.
 	Fence *Fence `yaml:"fence,omitempty"`
 
@@ -118,17 +120,22 @@ type Serial struct {
 	StopBits int `yaml:"stop_bits,omitempty"`
 }
 
-// Fence places the fencing token in the unit's holding registers.
+// Fence places the term and the fencing token of each dispatch in the
+// unit's holding registers.
 //
-// The token is written with one write-multiple-registers request (function
-// 16) before the command's own request, in the same bus transaction:
-// registers Address to Address+3 receive the producer id as a big-endian
-// int64 (most significant word first), and register Address+4 the producer
-// epoch as an int16. A unit that keeps the highest token it has seen can
-// answer a lower one with an exception (illegal data value is the natural
-// choice); the command is then rejected and never sent.
+// They are written with one write-multiple-registers request (function 16)
+// before the command's own request, in the same bus transaction: registers
+// Address to Address+3 receive the term as a big-endian int64 (most
+// significant word first), registers Address+4 to Address+7 the producer id
+// as a big-endian int64, and register Address+8 the producer epoch as an
+// int16. A unit that keeps the highest term it has seen can answer a lower
+// one with an exception (illegal data value is the natural choice); the
+// command is then rejected and never sent. The unit must compare terms, not
+// tokens: within one term the producer id may rotate to a lower one. A term
+// of 0 says the dispatch carried none (Dispatch rather than DispatchUnder),
+// and a fencing unit refuses it.
 type Fence struct {
-	// Address is the first of the five fence registers.
+	// Address is the first of the [FenceRegisterCount] fence registers.
 	Address uint16 `yaml:"address"`
 }
 

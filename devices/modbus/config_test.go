@@ -42,6 +42,8 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"stop bits", func() modbus.Config { c := rtu(); c.Serial.StopBits = 3; return c }, "serial.stop_bits", "3"},
 		{"timeout", func() modbus.Config { c := valid(); c.Timeout = -time.Second; return c }, "timeout", "-1s"},
 		{"fence", func() modbus.Config { c := valid(); c.Fence = &modbus.Fence{Address: 65532}; return c }, "fence.address", "65532"},
+		// The term and the token need nine registers: 65528 leaves eight.
+		{"fence without room for the term", func() modbus.Config { c := valid(); c.Fence = &modbus.Fence{Address: 65528}; return c }, "fence.address", "65528"},
 		{"no actions", func() modbus.Config { c := valid(); c.Actions = nil; return c }, "actions", ""},
 		{"unknown action", func() modbus.Config {
 			c := valid()
@@ -67,7 +69,9 @@ func TestValidateNamesTheField(t *testing.T) {
 			t.Errorf("%s: New accepted an invalid config: %v", c.name, err)
 		}
 	}
-	for _, cfg := range []modbus.Config{valid(), rtu()} {
+	lastFence := valid()
+	lastFence.Fence = &modbus.Fence{Address: 65536 - modbus.FenceRegisterCount}
+	for _, cfg := range []modbus.Config{valid(), rtu(), lastFence} {
 		if err := cfg.Validate(); err != nil {
 			t.Errorf("valid config %+v: %v", cfg, err)
 		}

@@ -69,13 +69,14 @@ func conformanceTarget(t *testing.T, sim *modbussim.Sim, device, unreachable *mo
 	}
 }
 
-// fenceToken decodes the five fence registers.
+// fenceToken decodes the token from the fence registers: the four after the
+// term hold the producer id, the ninth the epoch.
 func fenceToken(t *testing.T, regs []uint16) coordination.FencingToken {
 	var id int64
-	for _, r := range regs[:4] {
+	for _, r := range regs[4:8] {
 		id = id<<16 | int64(r)
 	}
-	tok, err := coordination.NewFencingToken(id, int16(regs[4]))
+	tok, err := coordination.NewFencingToken(id, int16(regs[8]))
 	if err != nil {
 		t.Errorf("fence registers %v hold no token: %v", regs, err)
 	}

@@ -46,9 +46,10 @@ type Device struct {
 }
 
 var (
-	_ dispatch.Device        = (*Device)(nil)
-	_ dispatch.HealthChecker = (*Device)(nil)
-	_ dispatch.Redispatcher  = (*Device)(nil)
+	_ dispatch.Device          = (*Device)(nil)
+	_ dispatch.AuthorityDevice = (*Device)(nil)
+	_ dispatch.HealthChecker   = (*Device)(nil)
+	_ dispatch.Redispatcher    = (*Device)(nil)
 )
 
 // New validates cfg and returns its Device. It neither connects nor opens a
@@ -88,12 +89,21 @@ func New(cfg Config, opts ...Option) (*Device, error) {
 	return d, nil
 }
 
-// Dispatch performs cmd on the unit in one bus transaction: the fence write
-// when a fence is configured, the command's write, and the read-back when
-// the action verifies. Its error is classified as the package documentation
-// describes. When ctx ends, the request in progress is abandoned at once;
-// if its write had left, the command is in doubt.
+// Dispatch is DispatchUnder with token and no term: the fence registers,
+// when configured, receive term 0 (coordination.NoTerm), which a fencing
+// unit refuses. The dispatcher calls DispatchUnder.
 func (d *Device) Dispatch(ctx context.Context, cmd dispatch.Command, token coordination.FencingToken) (dispatch.Result, error) {
+	return d.DispatchUnder(ctx, cmd, coordination.Authority{Term: coordination.NoTerm, Token: token})
+}
+
+// DispatchUnder implements [dispatch.AuthorityDevice]. It performs cmd on
+// the unit in one bus transaction: the write of the authority's term and
+// token to the fence registers when a fence is configured, the command's
+// write, and the read-back when the action verifies. Its error is classified
+// as the package documentation describes. When ctx ends, the request in
+// progress is abandoned at once; if its write had left, the command is in
+// doubt.
+func (d *Device) DispatchUnder(ctx context.Context, cmd dispatch.Command, authority coordination.Authority) (dispatch.Result, error) {
 	if d.closed.Load() {
 		return dispatch.Result{}, dispatch.Retryable(ErrClosed)
 	}
@@ -108,7 +118,7 @@ func (d *Device) Dispatch(ctx context.Context, cmd dispatch.Command, token coord
 	var res dispatch.Result
 	err = d.bus.transact(ctx, d.cfg.Unit, d.cfg.Timeout, func(tx *txn) error {
 		if d.cfg.Fence != nil {
-			if err := d.fence(tx, token); err != nil {
+			if err := d.fence(tx, authority); err != nil {
 				return err
 			}
 		}
@@ -138,11 +148,12 @@ func (d *Device) Dispatch(ctx context.Context, cmd dispatch.Command, token coord
 	return res, nil
 }
 
-// fence writes token to the fence registers.
-func (d *Device) fence(tx *txn, token coordination.FencingToken) error {
+// fence writes the term and the token to the fence registers.
+func (d *Device) fence(tx *txn, authority coordination.Authority) error {
 	var regs [2 * FenceRegisterCount]byte
-	binary.BigEndian.PutUint64(regs[0:], uint64(token.ProducerID()))
-	binary.BigEndian.PutUint16(regs[8:], uint16(token.ProducerEpoch()))
+	binary.BigEndian.PutUint64(regs[0:], uint64(authority.Term))
+	binary.BigEndian.PutUint64(regs[8:], uint64(authority.Token.ProducerID()))
+	binary.BigEndian.PutUint16(regs[16:], uint16(authority.Token.ProducerEpoch()))
 	sent, err := tx.request(func() error {
 		_, err := d.client.WriteMultipleRegisters(d.cfg.Fence.Address, FenceRegisterCount, regs[:])
 		return err

@@ -11,6 +11,7 @@ import (
 
 	gmodbus "github.com/goburrow/modbus"
 
+	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/devices/modbus"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
 	"github.com/krabka-io/krabka-dispatch/internal/modbussim"
@@ -125,9 +126,9 @@ func TestFenceWrittenBeforeCommand(t *testing.T) {
 	cfg := tcpConfig(srv.Addr())
 	cfg.Fence = &modbus.Fence{Address: 900}
 	d := newDevice(t, cfg)
-	tok := token(t, 0x0102030405060708, 0x0A0B)
+	authority := coordination.Authority{Term: 0x1112131415161718, Token: token(t, 0x0102030405060708, 0x0A0B)}
 
-	if _, err := d.Dispatch(context.Background(), command(modbus.WriteCoil, modbus.CoilValue{Address: 1, Value: true}), tok); err != nil {
+	if _, err := d.DispatchUnder(context.Background(), command(modbus.WriteCoil, modbus.CoilValue{Address: 1, Value: true}), authority); err != nil {
 		t.Fatal(err)
 	}
 	reqs := sim.Requests()
@@ -138,64 +139,76 @@ func TestFenceWrittenBeforeCommand(t *testing.T) {
 	if fence.Function != modbussim.WriteMultipleRegisters || fence.Address != 900 || fence.Quantity != modbus.FenceRegisterCount {
 		t.Fatalf("first request = %+v, want the fence write at 900", fence)
 	}
-	want := []uint16{0x0102, 0x0304, 0x0506, 0x0708, 0x0A0B}
+	want := []uint16{0x1112, 0x1314, 0x1516, 0x1718, 0x0102, 0x0304, 0x0506, 0x0708, 0x0A0B}
 	if !reflect.DeepEqual(fence.Registers, want) {
 		t.Errorf("fence registers = %#x, want %#x", fence.Registers, want)
 	}
 	if reqs[1].Function != modbussim.WriteSingleCoil {
 		t.Errorf("second request = %+v, want the command", reqs[1])
 	}
-	if got := sim.HoldingRegisters(1, 900, 5); !reflect.DeepEqual(got, want) {
+	if got := sim.HoldingRegisters(1, 900, modbus.FenceRegisterCount); !reflect.DeepEqual(got, want) {
 		t.Errorf("fence registers in memory = %#x", got)
+	}
+
+	// Dispatch, without a term, writes term 0 before the token.
+	if _, err := d.Dispatch(context.Background(), command(modbus.WriteCoil, modbus.CoilValue{Address: 1, Value: false}), authority.Token); err != nil {
+		t.Fatal(err)
+	}
+	want = []uint16{0, 0, 0, 0, 0x0102, 0x0304, 0x0506, 0x0708, 0x0A0B}
+	if got := sim.HoldingRegisters(1, 900, modbus.FenceRegisterCount); !reflect.DeepEqual(got, want) {
+		t.Errorf("fence registers after Dispatch = %#x, want %#x", got, want)
 	}
 }
 
-// A unit that keeps the highest token refuses a lower one with an exception
-// to the fence write; the command is then rejected and never written.
+// A unit that keeps the highest term refuses a lower one with an exception
+// to the fence write; the command is then rejected and never written. Within
+// a term the producer id may rotate to a lower one, and the unit admits it.
 func TestFenceRefusedRejectsWithoutWriting(t *testing.T) {
 	sim, srv := startTCP(t)
+	sim.SetFence(1, 0)
 	cfg := tcpConfig(srv.Addr())
 	cfg.Fence = &modbus.Fence{Address: 0}
 	d := newDevice(t, cfg)
 
-	var highest []uint16
-	sim.SetHook(func(r modbussim.Request) modbussim.Fault {
-		if r.Function != modbussim.WriteMultipleRegisters || r.Address != 0 {
-			return modbussim.Fault{}
-		}
-		if highest != nil && compareWords(r.Registers, highest) < 0 {
-			return modbussim.Fault{Exception: modbussim.IllegalDataValue}
-		}
-		highest = r.Registers
-		return modbussim.Fault{}
-	})
 	ctx := context.Background()
-	if _, err := d.Dispatch(ctx, command(modbus.WriteRegister, modbus.RegisterValue{Address: 50, Value: 1}), token(t, 5, 3)); err != nil {
+	write := func(value uint16, term coordination.Term, id int64, epoch int16) error {
+		cmd := command(modbus.WriteRegister, modbus.RegisterValue{Address: 50, Value: value})
+		_, err := d.DispatchUnder(ctx, cmd, coordination.Authority{Term: term, Token: token(t, id, epoch)})
+		return err
+	}
+	if err := write(1, 40, 5, 3); err != nil {
 		t.Fatal(err)
 	}
-	_, err := d.Dispatch(ctx, command(modbus.WriteRegister, modbus.RegisterValue{Address: 50, Value: 2}), token(t, 5, 2))
-	if !dispatch.IsRejected(err) {
-		t.Fatalf("stale token: %v (%s), want rejected", err, class(err))
+	if err := write(2, 40, 2, 0); err != nil {
+		t.Fatalf("a rotation to a lower producer id within the term: %v", err)
 	}
-	var ue *modbus.UnitError
-	if !errors.As(err, &ue) || ue.Phase != modbus.PhaseFence {
-		t.Errorf("err = %v, want a fence-phase UnitError", err)
-	}
-	if got := sim.HoldingRegisters(1, 50, 1)[0]; got != 1 {
-		t.Errorf("register 50 = %d: the command of the stale token was written", got)
-	}
-}
-
-func compareWords(a, b []uint16) int {
-	for i := range a {
-		if a[i] != b[i] {
-			if a[i] < b[i] {
-				return -1
-			}
-			return 1
+	for _, stale := range []struct {
+		what string
+		err  error
+	}{
+		{"an earlier term with a higher token", write(3, 39, 90, 9)},
+		{"no term", func() error {
+			_, err := d.Dispatch(ctx, command(modbus.WriteRegister, modbus.RegisterValue{Address: 50, Value: 4}), token(t, 91, 0))
+			return err
+		}()},
+	} {
+		if !dispatch.IsRejected(stale.err) {
+			t.Fatalf("%s: %v (%s), want rejected", stale.what, stale.err, class(stale.err))
+		}
+		var ue *modbus.UnitError
+		if !errors.As(stale.err, &ue) || ue.Phase != modbus.PhaseFence {
+			t.Errorf("%s: err = %v, want a fence-phase UnitError", stale.what, stale.err)
 		}
 	}
-	return 0
+	if got := sim.HoldingRegisters(1, 50, 1)[0]; got != 2 {
+		t.Errorf("register 50 = %d: a command the fence refused was written", got)
+	}
+	if err := write(5, 41, 1, 0); err != nil {
+		t.Fatalf("a later term with a lower token: %v", err)
+	}
+	if got := sim.HighestTerm(1); got != 41 {
+		t.Errorf("the unit's highest term is %d, want 41", got)
+	}
 }
 
 func TestConnectionRefusedIsRetryable(t *testing.T) {

@@ -4,15 +4,17 @@
 //
 // A [Device] is one unit: a transport, an address or serial line, and a unit
 // (slave) id. Each command writes holding registers or coils; the unit can be
-// asked to read them back, and to receive the leader's fencing token in
-// holding registers before every command, so that a PLC can refuse a deposed
-// leader. The device implements dispatch.Device, dispatch.HealthChecker,
-// dispatch.Redispatcher and io.Closer.
+// asked to read them back, and to receive the leader's term and fencing
+// token in holding registers before every command, so that a PLC can refuse
+// a deposed leader. The device implements dispatch.Device,
+// dispatch.AuthorityDevice, dispatch.HealthChecker, dispatch.Redispatcher and
+// io.Closer.
 //
 // # Configuration
 //
 // A unit's [Config] loads from YAML. This one is a valve PLC on a TCP
-// gateway, which keeps the highest token it has seen in registers 900 to 904:
+// gateway, which receives the term and token in registers 900 to 908 and
+// keeps the highest term it has seen:
 //
 //	transport: tcp
 //	address: 10.0.0.5:502
@@ -91,15 +93,19 @@
 //
 // # Fencing
 //
-// With [Config.Fence] set, every dispatch first writes the token with
-// function 16 to five holding registers: the producer id as a big-endian
-// int64 in the first four (most significant word first), the producer epoch
-// in the fifth. The fence write and the command go in one bus transaction,
-// so no other unit's request on the same line comes between them. A unit
-// that keeps the highest token it has seen compares the pair, producer id
-// first, and answers a lower one with an exception (illegal data value); the
-// command is then rejected and never written. Without such logic in the unit
-// the registers are only a record of who wrote last.
+// With [Config.Fence] set, every dispatch first writes the term and the
+// token with function 16 to nine holding registers ([FenceRegisterCount]):
+// the term as a big-endian int64 in the first four (most significant word
+// first), the producer id as a big-endian int64 in the next four, the
+// producer epoch in the ninth. The fence write and the command go in one bus
+// transaction, so no other unit's request on the same line comes between
+// them. A unit that keeps the highest term it has seen answers a lower term,
+// or term 0 (no term), with an exception (illegal data value); the command
+// is then rejected and never written. It must compare terms, not tokens: the
+// term orders leaderships, while the token, which the broker enforced on the
+// command's record, may rotate to a lower producer id within one term.
+// Without such logic in the unit the registers are only a record of who
+// wrote last.
 //
 // # Errors
 //
@@ -115,7 +121,7 @@
 //     failed before its first byte); the device was closed ([ErrClosed]).
 //   - Rejected (the unit did not act and will not): the payload or action is
 //     invalid ([PayloadError], [UnknownActionError]); the unit answered the
-//     fence write with any exception, refusing the token; the unit answered
+//     fence write with any exception, refusing the term; the unit answered
 //     the command with exception 01 (illegal function), 02 (illegal data
 //     address) or 03 (illegal data value).
 //   - In doubt (unmarked; the unit may have acted): any failure after a byte

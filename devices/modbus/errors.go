@@ -29,7 +29,8 @@ const (
 	// PhaseConnect is the connect to a TCP address or the open of a serial
 	// port.
 	PhaseConnect
-	// PhaseFence is the write of the fencing token to the fence registers.
+	// PhaseFence is the write of the term and fencing token to the fence
+	// registers.
 	PhaseFence
 	// PhaseWrite is the command's own write.
 	PhaseWrite
@@ -134,7 +135,7 @@ func (e *UnknownActionError) Error() string {
 //
 //   - waiting for the bus or connecting: retryable, nothing was sent;
 //   - the fence write: an exception answer is rejected (the unit refused
-//     the token), anything else retryable, because the command's own write
+//     the term), anything else retryable, because the command's own write
 //     was never sent;
 //   - the command's write: not sent is retryable; exceptions 01, 02, 03
 //     are rejected; any other exception, and any failure after a byte was

@@ -10,9 +10,11 @@ import (
 	"github.com/krabka-io/krabka-dispatch/internal/modbussim"
 )
 
-// A valve PLC with fence registers, driven through a simulator on loopback.
+// A valve PLC with fence registers, driven through a simulator on loopback
+// that refuses an earlier term, as the PLC's program would.
 func Example() {
 	sim := modbussim.New()
+	sim.SetFence(3, 900)
 	srv, err := sim.ListenTCP("")
 	if err != nil {
 		fmt.Println(err)
@@ -37,11 +39,12 @@ func Example() {
 	defer valve.Close()
 
 	token, _ := coordination.NewFencingToken(4711, 2)
-	res, err := valve.Dispatch(context.Background(), dispatch.Command{
+	leader := coordination.Authority{Term: 812, Token: token}
+	res, err := valve.DispatchUnder(context.Background(), dispatch.Command{
 		ID:      "open-valve-1",
 		Action:  "write-register",
 		Payload: []byte(`{"address": 10, "value": 1}`),
-	}, token)
+	}, leader)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -50,15 +53,25 @@ func Example() {
 	fmt.Println(string(res.Data))
 	fmt.Println("fence registers:", sim.HoldingRegisters(3, 900, modbus.FenceRegisterCount))
 
-	_, err = valve.Dispatch(context.Background(), dispatch.Command{
+	_, err = valve.DispatchUnder(context.Background(), dispatch.Command{
 		ID:      "open-valve-2",
 		Action:  "write-register",
 		Payload: []byte(`{"address": 10, "value": 70000}`),
-	}, token)
-	fmt.Println("rejected:", dispatch.IsRejected(err))
+	}, leader)
+	fmt.Println("bad payload rejected:", dispatch.IsRejected(err))
+
+	// A leader of an earlier term wakes and tries to close the valve.
+	deposed, _ := coordination.NewFencingToken(9000, 1)
+	_, err = valve.DispatchUnder(context.Background(), dispatch.Command{
+		ID:      "close-valve-1",
+		Action:  "write-register",
+		Payload: []byte(`{"address": 10, "value": 0}`),
+	}, coordination.Authority{Term: 640, Token: deposed})
+	fmt.Println("earlier term rejected:", dispatch.IsRejected(err), "register 10:", sim.HoldingRegisters(3, 10, 1))
 	// Output:
 	// wrote 1 register at 10, read back equal
 	// {"address":10,"values":[1]}
-	// fence registers: [0 0 0 4711 2]
-	// rejected: true
+	// fence registers: [0 0 0 812 0 0 0 4711 2]
+	// bad payload rejected: true
+	// earlier term rejected: true register 10: [1]
 }

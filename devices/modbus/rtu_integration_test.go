@@ -12,6 +12,7 @@ import (
 
 	"github.com/goburrow/serial"
 
+	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/devices/modbus"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
 	"github.com/krabka-io/krabka-dispatch/dispatch/dispatchtest"
@@ -58,8 +59,9 @@ func TestRTUActionsWithFence(t *testing.T) {
 	sim, dev := startRTU(t)
 	cfg := rtuConfig(dev, 7)
 	cfg.Fence = &modbus.Fence{Address: 500}
+	sim.SetFence(7, 500)
 	d := newDevice(t, cfg)
-	tok := token(t, 1<<40+5, 9)
+	authority := coordination.Authority{Term: 1<<36 + 3, Token: token(t, 1<<40+5, 9)}
 	ctx := context.Background()
 
 	steps := []struct {
@@ -78,7 +80,7 @@ func TestRTUActionsWithFence(t *testing.T) {
 			}},
 	}
 	for _, s := range steps {
-		res, err := d.Dispatch(ctx, s.cmd, tok)
+		res, err := d.DispatchUnder(ctx, s.cmd, authority)
 		if err != nil {
 			t.Fatalf("%s: %v", s.cmd.Action, err)
 		}
@@ -89,8 +91,8 @@ func TestRTUActionsWithFence(t *testing.T) {
 			t.Errorf("%s: no read-back data", s.cmd.Action)
 		}
 	}
-	want := []uint16{0, 0x0100, 0, 5, 9}
-	if got := sim.HoldingRegisters(7, 500, 5); !reflect.DeepEqual(got, want) {
+	want := []uint16{0, 0x0010, 0, 3, 0, 0x0100, 0, 5, 9}
+	if got := sim.HoldingRegisters(7, 500, modbus.FenceRegisterCount); !reflect.DeepEqual(got, want) {
 		t.Errorf("fence registers = %#x, want %#x", got, want)
 	}
 	reqs := sim.Requests()
@@ -101,6 +103,17 @@ func TestRTUActionsWithFence(t *testing.T) {
 		if reqs[i].Function != modbussim.WriteMultipleRegisters || reqs[i].Address != 500 {
 			t.Errorf("request %d = %+v, want the fence write first", i, reqs[i])
 		}
+	}
+
+	// Over the serial line too, the unit refuses an earlier term.
+	deposed := coordination.Authority{Term: 1<<36 + 2, Token: token(t, 1<<41, 0)}
+	_, err := d.DispatchUnder(ctx, command(modbus.WriteRegister, modbus.RegisterValue{Address: 1, Value: 0xDEAD}), deposed)
+	var ue *modbus.UnitError
+	if !dispatch.IsRejected(err) || !errors.As(err, &ue) || ue.Phase != modbus.PhaseFence {
+		t.Fatalf("an earlier term: %v (%s), want a rejected fence-phase UnitError", err, class(err))
+	}
+	if got := sim.HoldingRegisters(7, 1, 1)[0]; got != 0xBEEF {
+		t.Errorf("register 1 = %#x: the earlier term's command was written", got)
 	}
 }
 

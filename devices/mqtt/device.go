@@ -44,9 +44,10 @@ type Device struct {
 }
 
 var (
-	_ dispatch.Device        = (*Device)(nil)
-	_ dispatch.HealthChecker = (*Device)(nil)
-	_ dispatch.Redispatcher  = (*Device)(nil)
+	_ dispatch.Device          = (*Device)(nil)
+	_ dispatch.AuthorityDevice = (*Device)(nil)
+	_ dispatch.HealthChecker   = (*Device)(nil)
+	_ dispatch.Redispatcher    = (*Device)(nil)
 )
 
 // New validates cfg, loads its certificate files, and starts connecting in
@@ -124,7 +125,15 @@ func New(cfg Config, opts ...Option) (*Device, error) {
 // random one New chose.
 func (d *Device) ClientID() string { return d.clientID }
 
-// Dispatch publishes cmd in an [Envelope] that carries token, and waits for
+// Dispatch publishes cmd in an [Envelope] that carries token and no term
+// (coordination.NoTerm, which a fencing device refuses); the dispatcher
+// calls DispatchUnder instead. See DispatchUnder for the rest.
+func (d *Device) Dispatch(ctx context.Context, cmd dispatch.Command, token coordination.FencingToken) (dispatch.Result, error) {
+	return d.DispatchUnder(ctx, cmd, coordination.Authority{Term: coordination.NoTerm, Token: token})
+}
+
+// DispatchUnder implements [dispatch.AuthorityDevice]: it publishes cmd in
+// an [Envelope] that carries the authority's term and token, and waits for
 // the broker's acknowledgement (PUBACK at QoS 1, PUBCOMP at QoS 2) or, with
 // a reply topic, for the device's reply with the command's ID.
 //
@@ -147,11 +156,11 @@ func (d *Device) ClientID() string { return d.clientID }
 // doubt). Running that call on a goroutine of its own would lift the limit
 // at the price of a goroutine hand-off per command, which cost 10% of the
 // throughput on a loaded two-core machine.
-func (d *Device) Dispatch(ctx context.Context, cmd dispatch.Command, token coordination.FencingToken) (dispatch.Result, error) {
+func (d *Device) DispatchUnder(ctx context.Context, cmd dispatch.Command, authority coordination.Authority) (dispatch.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return dispatch.Result{}, dispatch.Retryable(fmt.Errorf("mqtt: dispatch %s: %w", cmd.ID, context.Cause(ctx)))
 	}
-	topic, payload, err := d.prepare(cmd, token)
+	topic, payload, err := d.prepare(cmd, authority)
 	if err != nil {
 		return dispatch.Result{}, dispatch.Rejected(fmt.Errorf("mqtt: dispatch %s: %w", cmd.ID, err))
 	}
@@ -215,11 +224,11 @@ func (d *Device) Dispatch(ctx context.Context, cmd dispatch.Command, token coord
 
 // prepare renders the topic and encodes the envelope. Its errors all mean
 // the command can never be published as it is.
-func (d *Device) prepare(cmd dispatch.Command, token coordination.FencingToken) (string, []byte, error) {
+func (d *Device) prepare(cmd dispatch.Command, authority coordination.Authority) (string, []byte, error) {
 	if cmd.ID == "" {
 		return "", nil, errors.New("mqtt: command has no id")
 	}
-	if token.Compare(coordination.NoEpoch) == 0 {
+	if authority.Token.Compare(coordination.NoEpoch) == 0 {
 		return "", nil, ErrNoToken
 	}
 	topic, err := d.topic.render(topicValues{device: cmd.Device, role: cmd.Role, action: cmd.Action})
@@ -238,7 +247,8 @@ func (d *Device) prepare(cmd dispatch.Command, token coordination.FencingToken) 
 		Device:      cmd.Device,
 		Action:      cmd.Action,
 		Payload:     cmd.Payload,
-		Token:       token,
+		Term:        authority.Term,
+		Token:       authority.Token,
 		Deadline:    cmd.Deadline,
 		SubmittedAt: cmd.SubmittedAt,
 		Attributes:  cmd.Attributes,

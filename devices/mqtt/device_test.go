@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
 	"github.com/krabka-io/krabka-dispatch/internal/mqtttest"
 )
@@ -79,6 +80,9 @@ func subscribeInbox(t *testing.T, b *mqtttest.InProcess, filter string) *inbox {
 	return in
 }
 
+// TestDispatchAcknowledgedAtEachQoS publishes at QoS 1 through Dispatch,
+// whose envelope carries no term, and at QoS 2 through DispatchUnder, whose
+// envelope carries the term beside the token.
 func TestDispatchAcknowledgedAtEachQoS(t *testing.T) {
 	b := mqtttest.StartInProcess(t, "127.0.0.1:0")
 	in := subscribeInbox(t, b, "devices/+/cmd")
@@ -86,7 +90,18 @@ func TestDispatchAcknowledgedAtEachQoS(t *testing.T) {
 		d := newTestDevice(t, b.URL(), func(c *Config) { c.QoS = qos })
 		waitConnected(t, d)
 		token := mustToken(t, 77, int16(qos))
-		res, err := d.Dispatch(context.Background(), testCommand("ack-"+string(rune('0'+qos))), token)
+		cmd := testCommand("ack-" + string(rune('0'+qos)))
+		var (
+			res  dispatch.Result
+			err  error
+			term = coordination.NoTerm
+		)
+		if qos == 1 {
+			res, err = d.Dispatch(context.Background(), cmd, token)
+		} else {
+			term = 4096
+			res, err = d.DispatchUnder(context.Background(), cmd, coordination.Authority{Term: term, Token: token})
+		}
 		if err != nil {
 			t.Fatalf("qos %d: Dispatch: %v", qos, err)
 		}
@@ -101,7 +116,7 @@ func TestDispatchAcknowledgedAtEachQoS(t *testing.T) {
 		in.mu.Lock()
 		env := in.got[len(in.got)-1]
 		in.mu.Unlock()
-		if env.Token != token || env.Device != "valve-1" || string(env.Payload) != `{"percent":40}` {
+		if env.Term != term || env.Token != token || env.Device != "valve-1" || string(env.Payload) != `{"percent":40}` {
 			t.Fatalf("qos %d: envelope %+v", qos, env)
 		}
 	}

@@ -3,12 +3,16 @@
 //
 // Each command travels in a versioned JSON [Envelope] on a topic rendered
 // from a template, such as devices/{device}/cmd. The envelope carries the
-// command ID, so that a device can deduplicate, and the fencing token under
-// which the command was issued, so that the device itself can refuse a
-// deposed leader: the broker fences nothing, and a leader that was paused
-// between its log commit and its publish may wake after a successor took
-// over. Package [github.com/krabka-io/krabka-dispatch/devices/fence] keeps
-// the highest token a device has seen, for firmware and gateways in Go.
+// command ID, so that a device can deduplicate, and the term and fencing
+// token under which the command was issued, so that the device itself can
+// refuse a deposed leader: the broker fences nothing, and a leader that was
+// paused between its log commit and its publish may wake after a successor
+// took over. The term orders leaderships; the token is what the broker
+// enforced on the command's record, and may rotate to a lower producer id
+// within a term. Package [github.com/krabka-io/krabka-dispatch/devices/fence]
+// keeps the highest term a device has seen, for firmware and gateways in Go.
+// The Device implements [dispatch.AuthorityDevice], so the dispatcher hands
+// it the term; its Dispatch sends coordination.NoTerm.
 //
 // # When a dispatch is done
 //
@@ -108,12 +112,12 @@
 //		return err // a *mqtt.ConfigError names the field
 //	}
 //	defer dev.Close()
-//	res, err := dev.Dispatch(ctx, cmd, token)
+//	res, err := dev.DispatchUnder(ctx, cmd, authority) // the term and token of the command's record
 //
 // # The device side
 //
 // A device subscribes to its command topic, decodes each message with
-// [DecodeEnvelope], refuses it when its token is lower than the highest it
+// [DecodeEnvelope], refuses it when its term is lower than the highest it
 // has seen or its deadline has passed, acts, and publishes a [Reply]
 // encoded with [EncodeReply] on its reply topic. The program in
 // examples/fencing-device does exactly that.

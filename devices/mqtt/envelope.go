@@ -10,25 +10,35 @@ import (
 	"github.com/krabka-io/krabka-dispatch/coordination"
 )
 
-// EnvelopeVersion is the value of the "v" field of the envelopes and replies
-// this package writes, and the only one it reads.
-const EnvelopeVersion = 1
+// EnvelopeVersion is the value of the "v" field of the envelopes this
+// package writes. Version 2 added "term"; [DecodeEnvelope] still reads
+// version 1, whose envelopes carry no term.
+const EnvelopeVersion = 2
+
+// envelopeVersionNoTerm is the version of an envelope without "term".
+const envelopeVersionNoTerm = 1
+
+// ReplyVersion is the value of the "v" field of the replies this package
+// writes, and the only one it reads.
+const ReplyVersion = 1
 
 // ErrMalformedEnvelope is matched by every error of [DecodeEnvelope] and
 // [DecodeReply].
 var ErrMalformedEnvelope = errors.New("mqtt: malformed envelope")
 
-// Envelope is the message a command travels in: the command, its fencing
-// token and its deadline. Device firmware written in Go decodes it with
-// [DecodeEnvelope]; firmware in other languages reads the JSON form:
+// Envelope is the message a command travels in: the command, the term and
+// fencing token it was issued under, and its deadline. Device firmware
+// written in Go decodes it with [DecodeEnvelope]; firmware in other
+// languages reads the JSON form:
 //
 //	{
-//	  "v": 1,
+//	  "v": 2,
 //	  "id": "cmd-42",
 //	  "role": "plant-a",
 //	  "device": "valve-1",
 //	  "action": "open",
 //	  "payload": {"percent": 40},
+//	  "term": 812,
 //	  "token": "1001:3",
 //	  "producer_id": 1001,
 //	  "producer_epoch": 3,
@@ -41,9 +51,19 @@ var ErrMalformedEnvelope = errors.New("mqtt: malformed envelope")
 // byte for byte (a decoder may drop the white space around it); any other
 // payload travels as
 // standard base64 in "payload_base64" instead, and an empty payload omits
-// both. "token" and the two numbers carry one fencing token twice, for
-// firmware that compares strings and for firmware that compares numbers;
-// compare the producer id first and the epoch second, never the epoch alone.
+// both.
+//
+// "term" orders leaderships: a device that refuses a deposed leader keeps the
+// highest term it has seen and refuses a lower one (package
+// [github.com/krabka-io/krabka-dispatch/devices/fence] does so). It is a
+// JSON number, an int64; 0 ([coordination.NoTerm]) says the dispatcher passed
+// no term, and a fencing device refuses it. "token" and the two numbers
+// carry one fencing token twice, for firmware that reads strings and for
+// firmware that reads numbers. The token proves that the broker took the
+// command's record from the leader, but it does not order leaderships: the
+// producer id may rotate to a lower one within a term. Compare terms, never
+// tokens.
+//
 // "deadline" and "submitted_at" are RFC 3339 times with nanoseconds, omitted
 // when unset; a device should refuse a command past its deadline.
 type Envelope struct {
@@ -58,6 +78,10 @@ type Envelope struct {
 	Action string
 	// Payload is the argument of the action.
 	Payload []byte
+	// Term is the term of the leadership that issued the command;
+	// coordination.NoTerm when the dispatcher passed none, or the envelope
+	// is of version 1.
+	Term coordination.Term
 	// Token is the fencing token under which the command was issued.
 	Token coordination.FencingToken
 	// Deadline is the instant after which the command must not be acted
@@ -70,6 +94,11 @@ type Envelope struct {
 	Attributes map[string]string
 }
 
+// Authority returns the term and token the command was issued under.
+func (e Envelope) Authority() coordination.Authority {
+	return coordination.Authority{Term: e.Term, Token: e.Token}
+}
+
 // wireEnvelope is the JSON form of an Envelope.
 type wireEnvelope struct {
 	V             int               `json:"v"`
@@ -79,6 +108,7 @@ type wireEnvelope struct {
 	Action        string            `json:"action"`
 	Payload       json.RawMessage   `json:"payload,omitempty"`
 	PayloadBase64 []byte            `json:"payload_base64,omitempty"`
+	Term          *int64            `json:"term,omitempty"`
 	Token         string            `json:"token"`
 	ProducerID    *int64            `json:"producer_id"`
 	ProducerEpoch *int16            `json:"producer_epoch"`
@@ -154,10 +184,16 @@ func marshal(v any) ([]byte, error) {
 type VersionError struct {
 	// Version is the value of the "v" field.
 	Version int
+
+	// Reply is true for a reply, false for an envelope.
+	Reply bool
 }
 
 func (e *VersionError) Error() string {
-	return fmt.Sprintf("mqtt: envelope version %d, want %d", e.Version, EnvelopeVersion)
+	if e.Reply {
+		return fmt.Sprintf("mqtt: reply version %d, want %d", e.Version, ReplyVersion)
+	}
+	return fmt.Sprintf("mqtt: envelope version %d, want %d to %d", e.Version, envelopeVersionNoTerm, EnvelopeVersion)
 }
 
 // Is reports whether target is ErrMalformedEnvelope.
@@ -165,15 +201,28 @@ func (e *VersionError) Is(target error) bool { return target == ErrMalformedEnve
 
 // DecodeEnvelope reads the JSON form of an Envelope. It fails, with an
 // error that matches ErrMalformedEnvelope, on invalid JSON, a version other
-// than EnvelopeVersion (a *VersionError), a missing ID, a token that is
-// missing or whose two forms disagree, or both payload fields set. It
+// than 1 or EnvelopeVersion (a *VersionError), a missing ID, a version-2
+// envelope without a term or with a negative one, a token that is missing
+// or whose two forms disagree, or both payload fields set. A version-1
+// envelope decodes with coordination.NoTerm, whatever "term" it holds. It
 // ignores unknown fields, so that a later version may add some.
 func DecodeEnvelope(data []byte) (Envelope, error) {
 	var w wireEnvelope
 	if err := json.Unmarshal(data, &w); err != nil {
 		return Envelope{}, fmt.Errorf("%w: %w", ErrMalformedEnvelope, err)
 	}
-	if w.V != EnvelopeVersion {
+	term := coordination.NoTerm
+	switch w.V {
+	case envelopeVersionNoTerm:
+	case EnvelopeVersion:
+		if w.Term == nil {
+			return Envelope{}, fmt.Errorf("%w: term missing", ErrMalformedEnvelope)
+		}
+		if *w.Term < 0 {
+			return Envelope{}, fmt.Errorf("%w: term %d is negative", ErrMalformedEnvelope, *w.Term)
+		}
+		term = coordination.Term(*w.Term)
+	default:
 		return Envelope{}, &VersionError{Version: w.V}
 	}
 	if w.ID == "" {
@@ -201,6 +250,7 @@ func DecodeEnvelope(data []byte) (Envelope, error) {
 		Device:      w.Device,
 		Action:      w.Action,
 		Payload:     payload,
+		Term:        term,
 		Token:       token,
 		Deadline:    w.Deadline,
 		SubmittedAt: w.SubmittedAt,
@@ -216,7 +266,7 @@ const (
 	// part, so the command is in doubt.
 	StatusError = "error"
 	// StatusRejected says the device refused the command without acting,
-	// such as for a stale token or a past deadline.
+	// such as for a stale term or a past deadline.
 	StatusRejected = "rejected"
 )
 
@@ -249,7 +299,7 @@ type wireReply struct {
 
 // EncodeReply writes r in its JSON form.
 func EncodeReply(r Reply) ([]byte, error) {
-	w := wireReply{V: EnvelopeVersion, ID: r.ID, Status: r.Status, Detail: r.Detail}
+	w := wireReply{V: ReplyVersion, ID: r.ID, Status: r.Status, Detail: r.Detail}
 	if err := setPayload(r.Data, PayloadAuto, &w.Data, &w.DataBase64); err != nil {
 		return nil, err
 	}
@@ -264,8 +314,8 @@ func DecodeReply(data []byte) (Reply, error) {
 	if err := json.Unmarshal(data, &w); err != nil {
 		return Reply{}, fmt.Errorf("%w: %w", ErrMalformedEnvelope, err)
 	}
-	if w.V != EnvelopeVersion {
-		return Reply{}, &VersionError{Version: w.V}
+	if w.V != ReplyVersion {
+		return Reply{}, &VersionError{Version: w.V, Reply: true}
 	}
 	if w.ID == "" {
 		return Reply{}, fmt.Errorf("%w: reply without command id", ErrMalformedEnvelope)

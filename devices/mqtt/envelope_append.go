@@ -47,6 +47,11 @@ func appendEnvelope(buf []byte, env Envelope, encoding string) ([]byte, error) {
 			buf = appendBase64(buf, "payload_base64", env.Payload)
 		}
 	}
+	if env.Term < 0 {
+		return nil, fmt.Errorf("term %d is negative", int64(env.Term))
+	}
+	buf = append(buf, `,"term":`...)
+	buf = strconv.AppendInt(buf, int64(env.Term), 10)
 	buf = append(buf, `,"token":"`...)
 	buf = strconv.AppendInt(buf, env.Token.ProducerID(), 10)
 	buf = append(buf, ':')

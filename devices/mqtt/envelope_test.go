@@ -27,6 +27,7 @@ func sampleEnvelope(t testing.TB, payload []byte) Envelope {
 		Device:      "valve-1",
 		Action:      "open",
 		Payload:     payload,
+		Term:        812,
 		Token:       mustToken(t, 1001, 3),
 		Deadline:    time.Date(2026, 11, 30, 6, 30, 0, 123456789, time.UTC),
 		SubmittedAt: time.Date(2026, 11, 30, 6, 29, 0, 0, time.UTC),
@@ -39,8 +40,8 @@ func TestEnvelopeWireForm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"v":1,"id":"cmd-42","role":"plant-a","device":"valve-1","action":"open","payload":{"percent": 40},` +
-		`"token":"1001:3","producer_id":1001,"producer_epoch":3,"deadline":"2026-11-30T06:30:00.123456789Z",` +
+	want := `{"v":2,"id":"cmd-42","role":"plant-a","device":"valve-1","action":"open","payload":{"percent": 40},` +
+		`"term":812,"token":"1001:3","producer_id":1001,"producer_epoch":3,"deadline":"2026-11-30T06:30:00.123456789Z",` +
 		`"submitted_at":"2026-11-30T06:29:00Z","attributes":{"operator":"ana"}}`
 	if string(b) != want {
 		t.Fatalf("wire form\n got %s\nwant %s", b, want)
@@ -87,7 +88,7 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 				t.Fatalf("payload %q, want %q", out.Payload, in.Payload)
 			}
 			if out.ID != in.ID || out.Role != in.Role || out.Device != in.Device || out.Action != in.Action ||
-				out.Token != in.Token || !out.Deadline.Equal(in.Deadline) || !out.SubmittedAt.Equal(in.SubmittedAt) ||
+				out.Term != in.Term || out.Token != in.Token || !out.Deadline.Equal(in.Deadline) || !out.SubmittedAt.Equal(in.SubmittedAt) ||
 				out.Attributes["operator"] != "ana" {
 				t.Fatalf("decoded %+v, want %+v", out, in)
 			}
@@ -122,8 +123,8 @@ func TestEnvelopeEncoderAgreesWithEncodingJSON(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", s, err)
 		}
-		id, epoch := env.Token.ProducerID(), env.Token.ProducerEpoch()
-		w := wireEnvelope{V: 1, ID: env.ID, Role: env.Role, Device: env.Device, Action: env.Action, Token: env.Token.String(),
+		id, epoch, term := env.Token.ProducerID(), env.Token.ProducerEpoch(), int64(env.Term)
+		w := wireEnvelope{V: EnvelopeVersion, ID: env.ID, Role: env.Role, Device: env.Device, Action: env.Action, Term: &term, Token: env.Token.String(),
 			ProducerID: &id, ProducerEpoch: &epoch, Deadline: env.Deadline, SubmittedAt: env.SubmittedAt, Attributes: env.Attributes}
 		if s != "" {
 			w.PayloadBase64 = []byte(s)
@@ -158,6 +159,46 @@ func TestEnvelopeRefusesInvalidUTF8AndYears(t *testing.T) {
 	if _, err := EncodeEnvelope(env); err == nil {
 		t.Fatal("deadline in year 10000 encoded")
 	}
+	env = sampleEnvelope(t, nil)
+	env.Term = -1
+	if _, err := EncodeEnvelope(env); err == nil {
+		t.Fatal("negative term encoded")
+	}
+}
+
+// TestEnvelopeCarriesNoTermAsZero encodes an envelope without a term, as
+// Dispatch sends it: "term" is 0 and decodes as NoTerm.
+func TestEnvelopeCarriesNoTermAsZero(t *testing.T) {
+	env := sampleEnvelope(t, nil)
+	env.Term = coordination.NoTerm
+	b, err := EncodeEnvelope(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"term":0,"token":"1001:3"`) {
+		t.Fatalf("no zero term beside the token: %s", b)
+	}
+	out, err := DecodeEnvelope(b)
+	if err != nil || out.Term != coordination.NoTerm || out.Authority() != (coordination.Authority{Token: env.Token}) {
+		t.Fatalf("decode = %+v, %v", out, err)
+	}
+}
+
+// TestDecodeEnvelopeVersionOne reads envelopes written before terms: they
+// decode with NoTerm, even one that holds a "term" field it did not define.
+func TestDecodeEnvelopeVersionOne(t *testing.T) {
+	for _, in := range []string{
+		`{"v":1,"id":"x","device":"valve-1","token":"900:4","producer_id":900,"producer_epoch":4}`,
+		`{"v":1,"id":"x","device":"valve-1","term":55,"token":"900:4","producer_id":900,"producer_epoch":4}`,
+	} {
+		env, err := DecodeEnvelope([]byte(in))
+		if err != nil {
+			t.Fatalf("DecodeEnvelope(%s) = %v", in, err)
+		}
+		if env.Term != coordination.NoTerm || env.Token != mustToken(t, 900, 4) || env.Device != "valve-1" {
+			t.Fatalf("DecodeEnvelope(%s) = %+v", in, env)
+		}
+	}
 }
 
 func TestEnvelopeOmitsUnsetTimes(t *testing.T) {
@@ -184,17 +225,22 @@ func TestEnvelopeJSONEncodingRefusesNonJSON(t *testing.T) {
 
 func TestDecodeEnvelopeRejectsMalformed(t *testing.T) {
 	cases := map[string]string{
-		"not json":        `{"v":1,`,
-		"version 2":       `{"v":2,"id":"x","token":"1:1","producer_id":1,"producer_epoch":1}`,
-		"no version":      `{"id":"x","token":"1:1","producer_id":1,"producer_epoch":1}`,
-		"no id":           `{"v":1,"token":"1:1","producer_id":1,"producer_epoch":1}`,
-		"no token":        `{"v":1,"id":"x","producer_id":1,"producer_epoch":1}`,
-		"bad token":       `{"v":1,"id":"x","token":"1:-1","producer_id":1,"producer_epoch":-1}`,
-		"numbers missing": `{"v":1,"id":"x","token":"1:1"}`,
-		"numbers differ":  `{"v":1,"id":"x","token":"1:1","producer_id":1,"producer_epoch":2}`,
-		"both payloads":   `{"v":1,"id":"x","token":"1:1","producer_id":1,"producer_epoch":1,"payload":1,"payload_base64":"AA=="}`,
-		"bad base64":      `{"v":1,"id":"x","token":"1:1","producer_id":1,"producer_epoch":1,"payload_base64":"!!"}`,
-		"bad deadline":    `{"v":1,"id":"x","token":"1:1","producer_id":1,"producer_epoch":1,"deadline":"tomorrow"}`,
+		"not json":        `{"v":2,`,
+		"version 3":       `{"v":3,"id":"x","term":5,"token":"1:1","producer_id":1,"producer_epoch":1}`,
+		"no version":      `{"id":"x","term":5,"token":"1:1","producer_id":1,"producer_epoch":1}`,
+		"no id":           `{"v":2,"term":5,"token":"1:1","producer_id":1,"producer_epoch":1}`,
+		"no term":         `{"v":2,"id":"x","token":"1:1","producer_id":1,"producer_epoch":1}`,
+		"negative term":   `{"v":2,"id":"x","term":-5,"token":"1:1","producer_id":1,"producer_epoch":1}`,
+		"term a string":   `{"v":2,"id":"x","term":"5","token":"1:1","producer_id":1,"producer_epoch":1}`,
+		"term a fraction": `{"v":2,"id":"x","term":5.5,"token":"1:1","producer_id":1,"producer_epoch":1}`,
+		"no token":        `{"v":2,"id":"x","term":5,"producer_id":1,"producer_epoch":1}`,
+		"bad token":       `{"v":2,"id":"x","term":5,"token":"1:-1","producer_id":1,"producer_epoch":-1}`,
+		"numbers missing": `{"v":2,"id":"x","term":5,"token":"1:1"}`,
+		"numbers differ":  `{"v":2,"id":"x","term":5,"token":"1:1","producer_id":1,"producer_epoch":2}`,
+		"both payloads":   `{"v":2,"id":"x","term":5,"token":"1:1","producer_id":1,"producer_epoch":1,"payload":1,"payload_base64":"AA=="}`,
+		"bad base64":      `{"v":2,"id":"x","term":5,"token":"1:1","producer_id":1,"producer_epoch":1,"payload_base64":"!!"}`,
+		"bad deadline":    `{"v":2,"id":"x","term":5,"token":"1:1","producer_id":1,"producer_epoch":1,"deadline":"tomorrow"}`,
+		"v1 no token":     `{"v":1,"id":"x","producer_id":1,"producer_epoch":1}`,
 	}
 	for name, in := range cases {
 		if _, err := DecodeEnvelope([]byte(in)); !errors.Is(err, ErrMalformedEnvelope) {
@@ -202,15 +248,15 @@ func TestDecodeEnvelopeRejectsMalformed(t *testing.T) {
 		}
 	}
 	var ve *VersionError
-	if _, err := DecodeEnvelope([]byte(cases["version 2"])); !errors.As(err, &ve) || ve.Version != 2 {
-		t.Fatalf("version 2: want a *VersionError with Version 2, got %v", err)
+	if _, err := DecodeEnvelope([]byte(cases["version 3"])); !errors.As(err, &ve) || ve.Version != 3 || ve.Reply {
+		t.Fatalf("version 3: want a *VersionError with Version 3, got %v", err)
 	}
 }
 
 func TestDecodeEnvelopeIgnoresUnknownFields(t *testing.T) {
-	in := `{"v":1,"id":"x","token":"7:0","producer_id":7,"producer_epoch":0,"future":{"a":1}}`
+	in := `{"v":2,"id":"x","term":31,"token":"7:0","producer_id":7,"producer_epoch":0,"future":{"a":1}}`
 	env, err := DecodeEnvelope([]byte(in))
-	if err != nil || env.Token != mustToken(t, 7, 0) {
+	if err != nil || env.Token != mustToken(t, 7, 0) || env.Term != 31 {
 		t.Fatalf("DecodeEnvelope = %+v, %v", env, err)
 	}
 }
@@ -233,7 +279,7 @@ func TestReplyRoundTrip(t *testing.T) {
 			t.Fatalf("reply %+v, want %+v", got, r)
 		}
 	}
-	for _, bad := range []string{`{"v":1,"id":"c","status":"maybe"}`, `{"v":1,"status":"ok"}`, `{"v":3,"id":"c","status":"ok"}`, `[]`} {
+	for _, bad := range []string{`{"v":1,"id":"c","status":"maybe"}`, `{"v":1,"status":"ok"}`, `{"v":2,"id":"c","status":"ok"}`, `[]`} {
 		if _, err := DecodeReply([]byte(bad)); !errors.Is(err, ErrMalformedEnvelope) {
 			t.Fatalf("DecodeReply(%s) = %v, want ErrMalformedEnvelope", bad, err)
 		}
@@ -243,6 +289,8 @@ func TestReplyRoundTrip(t *testing.T) {
 func FuzzDecodeEnvelope(f *testing.F) {
 	good, _ := EncodeEnvelope(sampleEnvelope(f, []byte(`{"a":1}`)))
 	f.Add(good)
+	f.Add([]byte(`{"v":2,"id":"x","term":9,"token":"1:1","producer_id":1,"producer_epoch":1,"payload_base64":"AA=="}`))
+	f.Add([]byte(`{"v":2,"id":"x","term":0,"token":"1:1","producer_id":1,"producer_epoch":1}`))
 	f.Add([]byte(`{"v":1,"id":"x","token":"1:1","producer_id":1,"producer_epoch":1,"payload_base64":"AA=="}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		env, err := DecodeEnvelope(data)
@@ -256,7 +304,7 @@ func FuzzDecodeEnvelope(f *testing.F) {
 			t.Fatalf("re-encode of a decoded envelope: %v", err)
 		}
 		env2, err := DecodeEnvelope(again)
-		if err != nil || env2.ID != env.ID || env2.Token != env.Token {
+		if err != nil || env2.ID != env.ID || env2.Token != env.Token || env2.Term != env.Term {
 			t.Fatalf("round trip changed %+v into %+v (%v)", env, env2, err)
 		}
 	})

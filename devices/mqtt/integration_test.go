@@ -22,6 +22,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
 	"github.com/krabka-io/krabka-dispatch/dispatch/dispatchtest"
 	"github.com/krabka-io/krabka-dispatch/internal/mqtttest"
@@ -71,14 +72,14 @@ func TestMosquittoAcknowledgedAtQoS1AndQoS2(t *testing.T) {
 	for _, qos := range []int{1, 2} {
 		d := newTestDevice(t, sh.URL, func(c *Config) { c.QoS = qos; c.Topic = cmdTopic })
 		waitConnected(t, d)
-		token := mustToken(t, 4242, int16(qos))
+		authority := coordination.Authority{Term: coordination.Term(700 + qos), Token: mustToken(t, 4242, int16(qos))}
 		cmd := testCommand(mqtttest.Unique("q"))
-		if _, err := d.Dispatch(context.Background(), cmd, token); err != nil {
+		if _, err := d.DispatchUnder(context.Background(), cmd, authority); err != nil {
 			t.Fatalf("qos %d: %v", qos, err)
 		}
 		select {
 		case env := <-got:
-			if env.ID != cmd.ID || env.Token != token || !env.Deadline.Equal(cmd.Deadline) {
+			if env.ID != cmd.ID || env.Authority() != authority || !env.Deadline.Equal(cmd.Deadline) {
 				t.Fatalf("qos %d: subscriber got %+v", qos, env)
 			}
 		case <-time.After(5 * time.Second):

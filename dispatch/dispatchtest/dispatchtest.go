@@ -3,12 +3,16 @@
 // a device package calls [Run] from its own tests, with a [Target] that
 // points the suite at a working instance of the hardware or a simulator.
 //
-// The suite checks that:
+// The suite calls the device as the dispatcher does: through DispatchUnder,
+// under [TestTerm], when the device implements dispatch.AuthorityDevice, and
+// through Dispatch otherwise. It checks that:
 //   - a command the target accepts succeeds, and the target receives the
-//     fencing token that Dispatch was given;
+//     fencing token that the call was given;
 //   - a context that is cancelled before the call makes Dispatch fail without
-//     acting, and one that is cancelled during a stalled call makes it return
-//     within the cancel bound;
+//     acting, and one that is cancelled during a stalled call, as the
+//     dispatcher cancels it at the end of the leadership's freshness (no
+//     deadline, cause dispatch.ErrFreshnessExpired), makes it return within
+//     the cancel bound;
 //   - an unreachable target gives an error marked dispatch.Retryable, a
 //     command the device refuses gives one marked dispatch.Rejected, and no
 //     error is marked both.
@@ -161,6 +165,20 @@ func nextID(what string) string {
 
 // testToken is a token no real cluster starts with, so a device that sends a
 // constant is caught.
+// TestTerm is the term under which the suite calls DispatchUnder of a device
+// that implements dispatch.AuthorityDevice. A fencing target admits it: no
+// other term precedes it in the suite.
+const TestTerm coordination.Term = 4242
+
+// call dispatches cmd to device as the dispatcher would: under TestTerm when
+// the device receives terms, with the token alone otherwise.
+func call(ctx context.Context, device dispatch.Device, cmd dispatch.Command, token coordination.FencingToken) (dispatch.Result, error) {
+	if d, ok := device.(dispatch.AuthorityDevice); ok {
+		return d.DispatchUnder(ctx, cmd, coordination.Authority{Term: TestTerm, Token: token})
+	}
+	return device.Dispatch(ctx, cmd, token)
+}
+
 func testToken() coordination.FencingToken {
 	t, _ := coordination.NewFencingToken(4242+sequence.Add(1), 7)
 	return t
@@ -188,7 +206,7 @@ func checkSucceeds(ctx context.Context, target Target) error {
 	cmd := fill(target.Command(nextID("succeeds")), target.cancelBound())
 	ctx, cancel := context.WithDeadline(ctx, cmd.Deadline)
 	defer cancel()
-	if _, err := target.Device.Dispatch(ctx, cmd, testToken()); err != nil {
+	if _, err := call(ctx, target.Device, cmd, testToken()); err != nil {
 		return fmt.Errorf("dispatch of a valid command: %w", err)
 	}
 	return nil
@@ -199,7 +217,7 @@ func checkTokenDelivered(ctx context.Context, target Target) error {
 	token := testToken()
 	ctx, cancel := context.WithDeadline(ctx, cmd.Deadline)
 	defer cancel()
-	if _, err := target.Device.Dispatch(ctx, cmd, token); err != nil {
+	if _, err := call(ctx, target.Device, cmd, token); err != nil {
 		return fmt.Errorf("dispatch: %w", err)
 	}
 	got, ok := target.Delivered(cmd.ID)
@@ -233,14 +251,17 @@ func checkCancelHonoured(ctx context.Context, target Target) error {
 	resume := target.Stall()
 	defer resume()
 	cmd := fill(target.Command(nextID("stalled")), target.cancelBound())
-	ctx, cancel := context.WithCancel(ctx)
+	// The dispatcher ends a call this way when the leadership's freshness
+	// runs out: no deadline, only a cancel with a cause.
+	ctx, cancelCause := context.WithCancelCause(ctx)
+	cancel := func() { cancelCause(dispatch.ErrFreshnessExpired) }
 	type answer struct {
 		err error
 		at  time.Time
 	}
 	done := make(chan answer, 1)
 	go func() {
-		_, err := target.Device.Dispatch(ctx, cmd, testToken())
+		_, err := call(ctx, target.Device, cmd, testToken())
 		done <- answer{err, time.Now()}
 	}()
 	select {
@@ -269,7 +290,7 @@ func checkUnreachable(ctx context.Context, target Target) error {
 	cmd := fill(target.Command(nextID("unreachable")), target.cancelBound())
 	ctx, cancel := context.WithDeadline(ctx, cmd.Deadline)
 	defer cancel()
-	_, err := target.Unreachable.Dispatch(ctx, cmd, testToken())
+	_, err := call(ctx, target.Unreachable, cmd, testToken())
 	switch {
 	case err == nil:
 		return errors.New("dispatch to an unreachable target succeeded")
@@ -283,7 +304,7 @@ func checkInvalid(ctx context.Context, target Target) error {
 	cmd := fill(target.Invalid(nextID("invalid")), target.cancelBound())
 	ctx, cancel := context.WithDeadline(ctx, cmd.Deadline)
 	defer cancel()
-	_, err := target.Device.Dispatch(ctx, cmd, testToken())
+	_, err := call(ctx, target.Device, cmd, testToken())
 	switch {
 	case err == nil:
 		return errors.New("dispatch of a command the device must refuse succeeded")
@@ -306,7 +327,7 @@ func dispatchWithin(ctx context.Context, target Target, cmd dispatch.Command, bo
 	}
 	done := make(chan answer, 1)
 	go func() {
-		r, err := target.Device.Dispatch(ctx, cmd, testToken())
+		r, err := call(ctx, target.Device, cmd, testToken())
 		done <- answer{r, err}
 	}()
 	select {

@@ -141,3 +141,40 @@ func TestCheckNamesMissingParts(t *testing.T) {
 		t.Errorf("an empty target gave %v", failures)
 	}
 }
+
+// termDevice receives terms: it refuses any term but TestTerm, as a fencing
+// device that has seen no other would refuse a call without one, and counts
+// the calls that reached it through DispatchUnder.
+type termDevice struct {
+	*device
+	mu    sync.Mutex
+	under int
+}
+
+func (d *termDevice) Dispatch(context.Context, dispatch.Command, coordination.FencingToken) (dispatch.Result, error) {
+	return dispatch.Result{}, dispatch.Rejected(errors.New("no term"))
+}
+
+func (d *termDevice) DispatchUnder(ctx context.Context, cmd dispatch.Command, authority coordination.Authority) (dispatch.Result, error) {
+	if authority.Term != dispatchtest.TestTerm {
+		return dispatch.Result{}, dispatch.Rejected(errors.New("term " + authority.Term.String()))
+	}
+	d.mu.Lock()
+	d.under++
+	d.mu.Unlock()
+	return d.device.Dispatch(ctx, cmd, authority.Token)
+}
+
+// TestRunCallsDispatchUnder checks that the suite calls a device that
+// receives terms the way the dispatcher does, through DispatchUnder.
+func TestRunCallsDispatchUnder(t *testing.T) {
+	hw := newHardware()
+	d := &termDevice{device: &device{hw: hw}}
+	unreachable := &termDevice{device: &device{hw: hw, unreachable: true}}
+	tg := target(d.device)
+	tg.Device, tg.Unreachable = d, unreachable
+	dispatchtest.Run(t, tg)
+	if d.under == 0 {
+		t.Fatal("no call reached DispatchUnder")
+	}
+}

@@ -1,6 +1,9 @@
 // Command audit-replay reads a role's command log and tells, from the log
-// alone, who led when, what each leader issued under which token, and what
-// became of every command; then it verifies the log's invariants.
+// alone, who led when and in which term, what each leader issued under which
+// term and token, and what became of every command; then it verifies the
+// log's invariants. The term orders leaderships; the token is what the broker
+// enforced on each record, and may rotate to a lower producer id within one
+// term.
 //
 //	go run ./examples/audit-replay                       # on a log it makes itself (kfake)
 //	go run ./examples/audit-replay -brokers host:9092 -role controller
@@ -71,11 +74,16 @@ func replay(ctx context.Context, out io.Writer, brokers []string, role, topic st
 	}
 	fmt.Fprintf(out, "%d records in %s-%d\n", len(entries), topic, p)
 
+	// Every record carries the term of the leadership that wrote it.
+	termAt := make(map[int64]coordination.Term, len(entries))
+	for _, e := range entries {
+		termAt[e.Offset] = e.Term
+	}
 	h := dispatch.Replay(entries)
 	fmt.Fprintln(out, "who led:")
 	for _, s := range h.Leaderships {
 		if s.Role == role {
-			fmt.Fprintf(out, "  %s, tokens %s to %s, offsets %d-%d\n", s.Member, s.FirstToken, s.LastToken, s.FirstOffset, s.LastOffset)
+			fmt.Fprintf(out, "  %s, term %s, tokens %s to %s, offsets %d-%d\n", s.Member, termAt[s.FirstOffset], s.FirstToken, s.LastToken, s.FirstOffset, s.LastOffset)
 		}
 	}
 	fmt.Fprintln(out, "what happened to each command:")
@@ -86,7 +94,7 @@ func replay(ctx context.Context, out io.Writer, brokers []string, role, topic st
 		cmd := c.Command()
 		fmt.Fprintf(out, "  %s (%s %s): %s\n", c.ID, cmd.Device, cmd.Action, c.Status)
 		for _, a := range c.Attempts {
-			fmt.Fprintf(out, "    attempt %d issued by %s under token %s at offset %d\n", a.Number, a.Member, a.Token, a.Offset)
+			fmt.Fprintf(out, "    attempt %d issued by %s in term %s under token %s at offset %d\n", a.Number, a.Member, termAt[a.Offset], a.Token, a.Offset)
 		}
 		if o, ok := c.Outcome(); ok && o.Reason != "" {
 			fmt.Fprintf(out, "    reason: %s\n", o.Reason)

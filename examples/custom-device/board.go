@@ -11,15 +11,15 @@ import (
 )
 
 // Board simulates the relay board's firmware on a loopback port: it keeps
-// the channel states, refuses a token below the highest it has seen, and
-// applies each command ID once.
+// the channel states, refuses a term below the highest it has seen (and a
+// command without a term), and applies each command ID once.
 type Board struct {
 	ln net.Listener
 	wg sync.WaitGroup
 
 	mu       sync.Mutex
 	channels map[int]bool
-	highest  coordination.FencingToken
+	highest  coordination.Term
 	applied  map[string]bool
 	tokens   map[string]coordination.FencingToken
 	stall    chan struct{}
@@ -32,7 +32,7 @@ func StartBoard() (*Board, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Board{ln: ln, channels: map[int]bool{}, highest: coordination.NoEpoch,
+	b := &Board{ln: ln, channels: map[int]bool{}, highest: coordination.NoTerm,
 		applied: map[string]bool{}, tokens: map[string]coordination.FencingToken{}, conns: map[net.Conn]struct{}{}}
 	b.wg.Add(1)
 	go b.accept()
@@ -133,26 +133,32 @@ func (b *Board) handle(f []string) string {
 	if len(f) == 1 && f[0] == "PING" {
 		return "PONG"
 	}
-	if len(f) != 5 || f[0] != "SET" {
+	if len(f) != 6 || f[0] != "SET" {
 		return "ERR syntax"
 	}
 	channel, err := strconv.Atoi(f[1])
 	if err != nil {
 		return "ERR channel"
 	}
-	token, err := coordination.ParseFencingToken(f[3])
+	term, err := strconv.ParseInt(f[3], 10, 64)
+	if err != nil || term <= 0 {
+		return "ERR term"
+	}
+	token, err := coordination.ParseFencingToken(f[4])
 	if err != nil {
 		return "ERR token"
 	}
+	id := f[5]
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.highest.Supersedes(token) {
+	// Terms order leaderships; any token of the highest term is admitted.
+	if coordination.Term(term).Compare(b.highest) < 0 {
 		return "STALE"
 	}
-	b.highest = token
-	b.tokens[f[4]] = token
-	if !b.applied[f[4]] {
-		b.applied[f[4]] = true
+	b.highest = coordination.Term(term)
+	b.tokens[id] = token
+	if !b.applied[id] {
+		b.applied[id] = true
 		b.channels[channel] = f[2] == "ON"
 	}
 	return "OK"

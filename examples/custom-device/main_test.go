@@ -19,10 +19,11 @@ func TestExampleRuns(t *testing.T) {
 	}
 	for _, want := range []string{
 		"relay-1 at 127.0.0.1:",
-		"leader c1 under 7:2: channel 3 on",
-		"deposed leader c2 under 7:1: rejected",
-		"leader c3 under 7:2: rejected",
-		"channel 3 is on: true",
+		"leader c1 under term 20 token 7:2: channel 3 on",
+		"deposed leader c2 under term 11 token 9:4: rejected, the board did not act: the relay board refused an earlier term",
+		"leader c3 under term 20 token 7:2: rejected",
+		"leader c4 under term 20 token 3:0: channel 4 on",
+		"channel 3 is on: true, channel 4 is on: true",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
@@ -57,4 +58,20 @@ func TestRelayConformance(t *testing.T) {
 			return dispatch.Command{ID: id, Device: "relay-1", Action: "explode", Payload: []byte("1")}
 		},
 	})
+}
+
+// TestBoardRefusesACommandWithoutTerm checks that a command sent through
+// Dispatch, which carries no term, is refused without acting: the board
+// cannot order it against any leadership.
+func TestBoardRefusesACommandWithoutTerm(t *testing.T) {
+	board, err := StartBoard()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(board.Close)
+	tok, _ := coordination.NewFencingToken(7, 2)
+	_, err = NewRelayDevice(board.Addr()).Dispatch(t.Context(), dispatch.Command{ID: "c1", Action: "on", Payload: []byte("5")}, tok)
+	if !dispatch.IsRejected(err) || board.Channel(5) {
+		t.Fatalf("a command without a term: %v, channel 5 on: %v", err, board.Channel(5))
+	}
 }

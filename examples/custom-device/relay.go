@@ -17,12 +17,13 @@ import (
 // RelayDevice drives a relay board that speaks a one-line text protocol
 // over TCP: the dispatcher sends
 //
-//	SET <channel> <ON|OFF> <token> <command-id>
+//	SET <channel> <ON|OFF> <term> <token> <command-id>
 //
-// and the board answers OK, STALE (the token is below one it has seen) or
+// and the board answers OK, STALE (the term is below one it has seen) or
 // ERR <reason>. It is the shape of any Device for new hardware: honour the
-// context, carry the token, and say whether a failure left the hardware
-// untouched.
+// context, carry the term and the token, and say whether a failure left the
+// hardware untouched. The term orders leaderships, so the board compares
+// terms; the token may rotate to a lower producer id within one term.
 type RelayDevice struct {
 	addr    string
 	timeout time.Duration
@@ -30,9 +31,10 @@ type RelayDevice struct {
 
 // Interfaces the dispatcher asserts where it needs them.
 var (
-	_ dispatch.Device        = (*RelayDevice)(nil)
-	_ dispatch.HealthChecker = (*RelayDevice)(nil)
-	_ dispatch.Redispatcher  = (*RelayDevice)(nil)
+	_ dispatch.Device          = (*RelayDevice)(nil)
+	_ dispatch.AuthorityDevice = (*RelayDevice)(nil)
+	_ dispatch.HealthChecker   = (*RelayDevice)(nil)
+	_ dispatch.Redispatcher    = (*RelayDevice)(nil)
 )
 
 // DefaultRelayTimeout bounds one exchange with the board.
@@ -44,11 +46,17 @@ func NewRelayDevice(addr string) *RelayDevice {
 }
 
 // errStale is the board's refusal of a deposed leader.
-var errStale = errors.New("the relay board refused a stale fencing token")
+var errStale = errors.New("the relay board refused an earlier term")
 
-// Dispatch switches one channel. The payload is the channel number and the
-// action is "on" or "off".
+// Dispatch sends the command without a term, which the board refuses; the
+// dispatcher calls DispatchUnder.
 func (d *RelayDevice) Dispatch(ctx context.Context, cmd dispatch.Command, token coordination.FencingToken) (dispatch.Result, error) {
+	return d.DispatchUnder(ctx, cmd, coordination.Authority{Term: coordination.NoTerm, Token: token})
+}
+
+// DispatchUnder switches one channel under the authority's term and token.
+// The payload is the channel number and the action is "on" or "off".
+func (d *RelayDevice) DispatchUnder(ctx context.Context, cmd dispatch.Command, authority coordination.Authority) (dispatch.Result, error) {
 	var state string
 	switch cmd.Action {
 	case "on", "off":
@@ -76,7 +84,7 @@ func (d *RelayDevice) Dispatch(ctx context.Context, cmd dispatch.Command, token 
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 	defer stop()
 
-	line := fmt.Sprintf("SET %d %s %s %s\n", channel, state, token, cmd.ID)
+	line := fmt.Sprintf("SET %d %s %d %s %s\n", channel, state, int64(authority.Term), authority.Token, cmd.ID)
 	if _, err := conn.Write([]byte(line)); err != nil {
 		// Part of the line may have reached the board: in doubt.
 		return dispatch.Result{}, fmt.Errorf("relay: send: %w", err)

@@ -1,8 +1,9 @@
 // Command failover runs three members of one role in one program, against
 // an in-process Kafka cluster (franz-go's kfake), and crashes the leader:
-// a standby takes over once the lease runs out, under a fencing token that
-// supersedes the old one, and the commands sent meanwhile are dispatched by
-// it. It uses the public packages only, as a program of yours would.
+// a standby takes over once the lease runs out, in a term that follows the
+// old one, and the commands sent meanwhile are dispatched by it. The term
+// orders leaderships; the fencing token is what the broker enforces, and may
+// rotate to a lower producer id within a term. It uses the public packages only, as a program of yours would.
 //
 //	go run ./examples/failover
 //
@@ -32,17 +33,22 @@ func main() {
 	}
 }
 
-// printer is a device that prints what it is told, with the token.
+// printer is a device that prints what it is told, with the term and the
+// token: it implements dispatch.AuthorityDevice to receive the term.
 type printer struct {
 	mu  sync.Mutex
 	out io.Writer
 	who string
 }
 
-func (p *printer) Dispatch(_ context.Context, cmd dispatch.Command, token coordination.FencingToken) (dispatch.Result, error) {
+func (p *printer) Dispatch(ctx context.Context, cmd dispatch.Command, token coordination.FencingToken) (dispatch.Result, error) {
+	return p.DispatchUnder(ctx, cmd, coordination.Authority{Term: coordination.NoTerm, Token: token})
+}
+
+func (p *printer) DispatchUnder(_ context.Context, cmd dispatch.Command, authority coordination.Authority) (dispatch.Result, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	fmt.Fprintf(p.out, "  %s drives %s: %s %s (token %s)\n", p.who, cmd.Device, cmd.ID, cmd.Action, token)
+	fmt.Fprintf(p.out, "  %s drives %s: %s %s (%s)\n", p.who, cmd.Device, cmd.ID, cmd.Action, authority)
 	return dispatch.Result{Detail: "printed"}, nil
 }
 
@@ -52,7 +58,7 @@ type member struct {
 	transport *coordination.KafkaTransport
 	mu        sync.Mutex
 	leader    *dispatch.Dispatcher
-	token     coordination.FencingToken
+	authority coordination.Authority
 }
 
 // lead competes for the role until ctx ends; while it leads, it runs a
@@ -79,7 +85,7 @@ func (m *member) lead(ctx context.Context, brokers []string, out io.Writer, elec
 			return
 		}
 		m.mu.Lock()
-		m.leader, m.token = d, l.Token()
+		m.leader, m.authority = d, l.Authority()
 		m.mu.Unlock()
 		elected <- m
 		_ = d.Run(ctx) // returns when the leadership or ctx ends
@@ -143,7 +149,7 @@ func run(ctx context.Context, out io.Writer) error {
 			return err
 		}
 	}
-	fmt.Fprintf(out, "%s leads with token %s\n", first.name, first.token)
+	fmt.Fprintf(out, "%s leads in %s\n", first.name, first.authority)
 	for i := 1; i <= 2; i++ {
 		if err := submit(ctx, first, fmt.Sprintf("cmd-%d", i), out); err != nil {
 			return err
@@ -169,8 +175,8 @@ func run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "%s took over after %.1fs with token %s (supersedes %s: %t)\n",
-		next.name, time.Since(crashed).Seconds(), next.token, first.token, next.token.Supersedes(first.token))
+	fmt.Fprintf(out, "%s took over after %.1fs in %s (follows term %s: %t)\n",
+		next.name, time.Since(crashed).Seconds(), next.authority, first.authority.Term, next.authority.Compare(first.authority) > 0)
 	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
 	defer wcancel()
 	outcome, err := client.Wait(wctx, "controller", "cmd-3")

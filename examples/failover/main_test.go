@@ -26,7 +26,7 @@ func TestFailover(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out.b.String())
 	}
 	text := out.b.String()
-	for _, want := range []string{"node-1 leads with token", "cmd-1: succeeded", "cmd-2: succeeded", "node-1 crashes", "supersedes", ": true)", "cmd-3 (sent during the failover): succeeded"} {
+	for _, want := range []string{"node-1 leads in term ", "cmd-1: succeeded", "cmd-2: succeeded", "node-1 crashes", "follows term ", ": true)", "cmd-3 (sent during the failover): succeeded"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q:\n%s", want, text)
 		}

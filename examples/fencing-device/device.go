@@ -157,19 +157,19 @@ func handle(cfg config, store *fence.Store, recent *recentIDs, payload []byte, o
 		return reply(mqtt.StatusRejected, "command for device "+env.Device+", this is "+cfg.device)
 	}
 	if !env.Deadline.IsZero() && time.Now().After(env.Deadline) {
-		fmt.Fprintf(out, "REJECT id=%s token=%s: deadline %s passed\n", env.ID, env.Token, env.Deadline.Format(time.RFC3339Nano))
+		fmt.Fprintf(out, "REJECT id=%s term=%s token=%s: deadline %s passed\n", env.ID, env.Term, env.Token, env.Deadline.Format(time.RFC3339Nano))
 		return reply(mqtt.StatusRejected, "deadline passed")
 	}
-	if err := store.Admit(env.Device, env.Token); err != nil {
-		if errors.Is(err, fence.ErrStaleToken) {
-			fmt.Fprintf(out, "REJECT id=%s token=%s: %v\n", env.ID, env.Token, err)
+	if err := store.Admit(env.Device, env.Authority()); err != nil {
+		if errors.Is(err, fence.ErrStaleTerm) || errors.Is(err, fence.ErrNoTerm) || errors.Is(err, fence.ErrNoToken) {
+			fmt.Fprintf(out, "REJECT id=%s term=%s token=%s: %v\n", env.ID, env.Term, env.Token, err)
 			return reply(mqtt.StatusRejected, err.Error())
 		}
-		// The token could not be made durable: do not act, and let an
+		// The term could not be made durable: do not act, and let an
 		// operator look.
-		fmt.Fprintf(out, "ERROR id=%s token=%s: %v\n", env.ID, env.Token, err)
+		fmt.Fprintf(out, "ERROR id=%s term=%s token=%s: %v\n", env.ID, env.Term, env.Token, err)
 		return mqtt.Reply{ID: env.ID, Status: mqtt.StatusError, Detail: "not acted: " + err.Error()}, true
 	}
-	fmt.Fprintf(out, "ACT id=%s device=%s action=%s token=%s payload=%s\n", env.ID, env.Device, env.Action, env.Token, env.Payload)
+	fmt.Fprintf(out, "ACT id=%s device=%s action=%s term=%s token=%s payload=%s\n", env.ID, env.Device, env.Action, env.Term, env.Token, env.Payload)
 	return reply(mqtt.StatusOK, "done "+env.Action)
 }

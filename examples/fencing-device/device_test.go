@@ -12,13 +12,13 @@ import (
 	"github.com/krabka-io/krabka-dispatch/devices/mqtt"
 )
 
-func envelope(t *testing.T, id string, producer int64, epoch int16, deadline time.Time) []byte {
+func envelope(t *testing.T, id string, term coordination.Term, producer int64, epoch int16, deadline time.Time) []byte {
 	t.Helper()
 	tok, err := coordination.NewFencingToken(producer, epoch)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := mqtt.EncodeEnvelope(mqtt.Envelope{ID: id, Device: "valve-1", Action: "open", Token: tok, Deadline: deadline})
+	b, err := mqtt.EncodeEnvelope(mqtt.Envelope{ID: id, Device: "valve-1", Action: "open", Term: term, Token: tok, Deadline: deadline})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,12 +40,13 @@ func TestHandleFencesDedupesAndChecksDeadlines(t *testing.T) {
 		status  string
 		answer  bool
 	}{
-		{envelope(t, "a", 5, 1, later), mqtt.StatusOK, true},
-		{envelope(t, "b", 5, 0, later), mqtt.StatusRejected, true},                        // lower token
-		{envelope(t, "c", 5, 1, later), mqtt.StatusOK, true},                              // equal token
-		{envelope(t, "a", 5, 1, later), mqtt.StatusOK, true},                              // duplicate: not acted again
-		{envelope(t, "d", 6, 0, time.Now().Add(-time.Second)), mqtt.StatusRejected, true}, // past deadline
-		{[]byte(`{"v":1}`), "", false},                                                    // malformed: no reply possible
+		{envelope(t, "a", 40, 5, 1, later), mqtt.StatusOK, true},
+		{envelope(t, "b", 39, 9, 0, later), mqtt.StatusRejected, true},                        // earlier term, higher token
+		{envelope(t, "c", 40, 3, 0, later), mqtt.StatusOK, true},                              // same term, rotated to a lower id
+		{envelope(t, "a", 40, 5, 1, later), mqtt.StatusOK, true},                              // duplicate: not acted again
+		{envelope(t, "d", 50, 6, 0, time.Now().Add(-time.Second)), mqtt.StatusRejected, true}, // past deadline
+		{envelope(t, "e", coordination.NoTerm, 7, 0, later), mqtt.StatusRejected, true},       // no term
+		{[]byte(`{"v":2}`), "", false},                                                        // malformed: no reply possible
 	}
 	for i, st := range steps {
 		r, ok := handle(cfg, store, recent, st.payload, &out)
@@ -60,8 +61,8 @@ func TestHandleFencesDedupesAndChecksDeadlines(t *testing.T) {
 		t.Fatalf("duplicate not reported:\n%s", out.String())
 	}
 	// The rejected past-deadline command did not raise the fence.
-	if h, _ := store.Highest("valve-1"); h.String() != "5:1" {
-		t.Fatalf("highest %s, want 5:1", h)
+	if h, _ := store.Highest("valve-1"); h.Term != 40 || h.Token.String() != "5:1" {
+		t.Fatalf("highest %s, want term 40 token 5:1", h)
 	}
 }
 

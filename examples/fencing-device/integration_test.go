@@ -64,11 +64,12 @@ func startDevice(t *testing.T, cfg config, out *syncBuffer) (stop func()) {
 	return stop
 }
 
-// TestFencingDeviceRefusesALowerTokenAcrossRestarts drives the example
-// through the MQTT Device, as a dispatcher would: a successor's token is
-// admitted, the deposed leader's lower token is refused, and still refused
-// after the device restarts from its state file.
-func TestFencingDeviceRefusesALowerTokenAcrossRestarts(t *testing.T) {
+// TestFencingDeviceRefusesAnEarlierTermAcrossRestarts drives the example
+// through the MQTT Device, as a dispatcher would: a successor's term is
+// admitted, also after its producer id rotated to a lower one, the deposed
+// leader's earlier term is refused although its token is higher, and still
+// refused after the device restarts from its state file.
+func TestFencingDeviceRefusesAnEarlierTermAcrossRestarts(t *testing.T) {
 	sh := mqtttest.SharedBroker(t)
 	prefix := mqtttest.Unique("fence-") + "/"
 	cfg := config{
@@ -98,38 +99,41 @@ func TestFencingDeviceRefusesALowerTokenAcrossRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	send := func(id string, producer int64, epoch int16) error {
+	send := func(id string, term coordination.Term, producer int64, epoch int16) error {
 		tok, err := coordination.NewFencingToken(producer, epoch)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = dev.Dispatch(ctx, dispatch.Command{
+		_, err = dev.DispatchUnder(ctx, dispatch.Command{
 			ID: id, Role: "plant-a", Device: "valve-1", Action: "open",
 			Payload: []byte(`{"percent":40}`), Deadline: time.Now().Add(time.Minute),
-		}, tok)
+		}, coordination.Authority{Term: term, Token: tok})
 		return err
 	}
 	wantRejected := func(err error, what string) {
 		t.Helper()
 		var re *mqtt.ReplyError
 		if !dispatch.IsRejected(err) || !errors.As(err, &re) || !strings.Contains(re.Detail, "below") {
-			t.Fatalf("%s: %v, want a rejected reply naming the higher token", what, err)
+			t.Fatalf("%s: %v, want a rejected reply naming the higher term", what, err)
 		}
 	}
 
-	if err := send("new-leader-1", 5, 1); err != nil {
+	// The successor holds term 20 with producer id 5; the deposed leader
+	// held term 12 with producer id 9.
+	if err := send("new-leader-1", 20, 5, 1); err != nil {
 		t.Fatalf("successor's command: %v", err)
 	}
-	wantRejected(send("old-leader-1", 5, 0), "deposed leader's command")
-	if err := send("new-leader-2", 5, 1); err != nil {
-		t.Fatalf("successor's second command: %v", err)
+	wantRejected(send("old-leader-1", 12, 9, 4), "deposed leader's command")
+	// The successor's producer id rotates to a lower one within its term.
+	if err := send("new-leader-2", 20, 2, 0); err != nil {
+		t.Fatalf("successor's command after a rotation: %v", err)
 	}
 
 	stop()
 	out2 := &syncBuffer{}
 	startDevice(t, cfg, out2)
-	wantRejected(send("old-leader-2", 5, 0), "deposed leader's command after the restart")
-	if err := send("next-leader-1", 6, 0); err != nil {
+	wantRejected(send("old-leader-2", 12, 9, 4), "deposed leader's command after the restart")
+	if err := send("next-leader-1", 31, 1, 0); err != nil {
 		t.Fatalf("next leader's command: %v", err)
 	}
 

@@ -4,8 +4,10 @@
 //
 //  1. subscribe to the command topic, such as devices/valve-1/cmd;
 //  2. decode each message with mqtt.DecodeEnvelope;
-//  3. refuse a command past its deadline, and a command whose token is lower
-//     than the highest admitted (fence.Store.Admit, durable in -state);
+//  3. refuse a command past its deadline, and a command whose term is lower
+//     than the highest admitted (fence.Store.Admit, durable in -state); the
+//     token may rotate to a lower producer id within a term, so only the
+//     term orders leaderships;
 //  4. act at most once per command ID (here: print the command);
 //  5. reply on the reply topic with status ok, rejected or error.
 //
@@ -32,7 +34,7 @@ func main() {
 	var cfg config
 	flag.StringVar(&cfg.broker, "broker", "tcp://127.0.0.1:1883", "broker URL")
 	flag.StringVar(&cfg.device, "device", "valve-1", "device name, the {device} of the topics")
-	flag.StringVar(&cfg.state, "state", "fence.json", "file that keeps the highest token seen")
+	flag.StringVar(&cfg.state, "state", "fence.json", "file that keeps the highest term seen")
 	flag.StringVar(&cfg.topic, "topic", "devices/{device}/cmd", "command topic template")
 	flag.StringVar(&cfg.replyTopic, "reply-topic", "devices/{device}/reply", "reply topic template; empty for no replies")
 	flag.StringVar(&cfg.username, "username", "", "broker username")

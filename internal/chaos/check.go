@@ -12,11 +12,12 @@ import (
 // The classes of a Violation.
 const (
 	// UnloggedDispatch: a device received a command with no committed
-	// Issued or Redispatched record under the token it saw.
+	// Issued or Redispatched record under the term and token it saw.
 	UnloggedDispatch = "dispatch-not-in-log"
-	// TokenRegression: the fencing device obeyed a token lower than one it
-	// obeyed before.
-	TokenRegression = "token-regression"
+	// TermRegression: the fencing device obeyed a term lower than one it
+	// obeyed before. Tokens may fall within a term, when the producer id
+	// rotates; terms may not.
+	TermRegression = "term-regression"
 	// LostCommand: an accepted command has no Issued record, or no terminal
 	// or in-doubt outcome.
 	LostCommand = "lost-command"
@@ -92,9 +93,9 @@ func Check(in Input) Report {
 		r.Violations = append(r.Violations, Violation{Class: class, Detail: fmt.Sprintf(format, args...)})
 	}
 
-	// Index the log: the tokens each command was issued or redispatched
-	// under, and its outcomes.
-	dispatchable := map[string]map[string]bool{} // id -> token -> committed
+	// Index the log: the terms and tokens each command was issued or
+	// redispatched under, and its outcomes.
+	dispatchable := map[string]map[string]bool{} // id -> authority -> committed
 	issued := map[string]bool{}
 	redispatched := map[string]bool{}
 	latest := map[string]dispatch.Status{}
@@ -107,7 +108,7 @@ func Check(in Input) Report {
 			if dispatchable[id] == nil {
 				dispatchable[id] = map[string]bool{}
 			}
-			dispatchable[id][e.Token.String()] = true
+			dispatchable[id][coordination.Authority{Term: e.Term, Token: e.Token}.String()] = true
 			if e.Kind == dispatch.EntryIssued {
 				issued[id] = true
 				r.Issued++
@@ -138,15 +139,14 @@ func Check(in Input) Report {
 	// No dispatch of a command absent from the log.
 	for _, calls := range [][]Call{in.Fenced, in.Plain} {
 		for _, c := range calls {
-			if !dispatchable[c.ID][c.Token] {
-				add(UnloggedDispatch, "device %s received %s from %s under token %s (%s); the log holds no Issued or Redispatched record of it under that token (log tokens for it: %s)",
-					c.Device, c.ID, c.Member, c.Token, c.Verdict, strings.Join(keys(dispatchable[c.ID]), ", "))
+			if !dispatchable[c.ID][c.authority()] {
+				add(UnloggedDispatch, "device %s received %s from %s under %s (%s); the log holds no Issued or Redispatched record of it under that term and token (log has it under: %s)",
+					c.Device, c.ID, c.Member, c.authority(), c.Verdict, strings.Join(keys(dispatchable[c.ID]), ", "))
 			}
 		}
 	}
 
-	// No token regression at the fencing device.
-	var highest coordination.FencingToken
+	// No term regression at the fencing device.
 	var highestCall Call
 	seen := false
 	for _, c := range in.Fenced {
@@ -155,17 +155,16 @@ func Check(in Input) Report {
 			r.FencedRefused++
 			continue
 		}
-		t, err := coordination.ParseFencingToken(c.Token)
-		if err != nil {
-			add(TokenRegression, "fencing device obeyed an unreadable token %q for %s", c.Token, c.ID)
+		if c.Term <= int64(coordination.NoTerm) {
+			add(TermRegression, "fencing device obeyed %s from %s under no term (token %s)", c.ID, c.Member, c.Token)
 			continue
 		}
-		if seen && t.Compare(highest) < 0 {
-			add(TokenRegression, "fencing device obeyed %s under %s from %s after %s under %s from %s",
-				c.ID, c.Token, c.Member, highestCall.ID, highestCall.Token, highestCall.Member)
+		if seen && coordination.Term(c.Term).Compare(coordination.Term(highestCall.Term)) < 0 {
+			add(TermRegression, "fencing device obeyed %s under %s from %s after %s under %s from %s",
+				c.ID, c.authority(), c.Member, highestCall.ID, highestCall.authority(), highestCall.Member)
 			continue
 		}
-		highest, highestCall, seen = t, c, true
+		highestCall, seen = c, true
 	}
 	r.PlainCalls = len(in.Plain)
 

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -23,7 +24,7 @@ import (
 
 // The two devices of a chaos run.
 const (
-	// FencedDevice refuses any token lower than the highest it has seen.
+	// FencedDevice refuses any term lower than the highest it has seen.
 	FencedDevice = "fenced"
 
 	// PlainDevice obeys every call, as hardware without a fence does.
@@ -44,6 +45,9 @@ type Call struct {
 	// ID is the command ID.
 	ID string `json:"id"`
 
+	// Term is the term the dispatcher passed; 0 for none.
+	Term int64 `json:"term"`
+
 	// Token is the fencing token the dispatcher passed, producer_id:epoch.
 	Token string `json:"token"`
 
@@ -57,9 +61,19 @@ type Call struct {
 	Verdict string `json:"verdict"`
 }
 
+// authority writes the call's term and token as coordination.Authority
+// writes them, or the raw token when it does not parse.
+func (c Call) authority() string {
+	tok, err := coordination.ParseFencingToken(c.Token)
+	if err != nil {
+		return "term " + coordination.Term(c.Term).String() + " token " + c.Token
+	}
+	return coordination.Authority{Term: coordination.Term(c.Term), Token: tok}.String()
+}
+
 // DeviceServer is the hardware of a chaos run: an HTTP service on loopback
 // that plays both devices and records every call to <dir>/<device>.jsonl.
-// The fencing device keeps its highest token with devices/fence, as
+// The fencing device keeps its highest term with devices/fence, as
 // firmware or a gateway would.
 // Its calls are serialised, so the record order is the order of arrival.
 type DeviceServer struct {
@@ -69,7 +83,7 @@ type DeviceServer struct {
 
 	mu    sync.Mutex
 	files map[string]*os.File
-	fence *fence.Store // the fencing device's highest token, devices/fence
+	fence *fence.Store // the fencing device's highest term, devices/fence
 }
 
 // StartDeviceServer listens on 127.0.0.1 and serves the devices until Close.
@@ -121,6 +135,9 @@ func (s *DeviceServer) serve(w http.ResponseWriter, r *http.Request) {
 	device := q.Get("device")
 	call := Call{Device: device, ID: q.Get("id"), Token: q.Get("token"), Member: q.Get("member")}
 	token, err := coordination.ParseFencingToken(call.Token)
+	if err == nil {
+		call.Term, err = strconv.ParseInt(q.Get("term"), 10, 64)
+	}
 	if err != nil || call.ID == "" || (device != FencedDevice && device != PlainDevice) {
 		http.Error(w, "bad call", http.StatusBadRequest)
 		return
@@ -129,8 +146,9 @@ func (s *DeviceServer) serve(w http.ResponseWriter, r *http.Request) {
 	call.At = time.Now().UnixNano()
 	call.Verdict = VerdictObeyed
 	if device == FencedDevice {
-		if err := s.fence.Admit(FencedDevice, token); err != nil {
-			if !errors.Is(err, fence.ErrStaleToken) {
+		err := s.fence.Admit(FencedDevice, coordination.Authority{Term: coordination.Term(call.Term), Token: token})
+		if err != nil {
+			if !errors.Is(err, fence.ErrStaleTerm) && !errors.Is(err, fence.ErrNoTerm) {
 				s.mu.Unlock()
 				http.Error(w, err.Error(), http.StatusInternalServerError)
 				return
@@ -146,7 +164,7 @@ func (s *DeviceServer) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if call.Verdict == VerdictRefused {
-		http.Error(w, "token below the highest seen", http.StatusConflict)
+		http.Error(w, "term below the highest seen", http.StatusConflict)
 		return
 	}
 	_, _ = io.WriteString(w, "ok")
@@ -193,13 +211,21 @@ type HTTPDevice struct {
 }
 
 var (
-	_ dispatch.Device       = (*HTTPDevice)(nil)
-	_ dispatch.Redispatcher = (*HTTPDevice)(nil)
+	_ dispatch.Device          = (*HTTPDevice)(nil)
+	_ dispatch.AuthorityDevice = (*HTTPDevice)(nil)
+	_ dispatch.Redispatcher    = (*HTTPDevice)(nil)
 )
 
-// Dispatch implements dispatch.Device.
+// Dispatch implements dispatch.Device: it calls under coordination.NoTerm,
+// which the fencing device refuses.
 func (d *HTTPDevice) Dispatch(ctx context.Context, cmd dispatch.Command, token coordination.FencingToken) (dispatch.Result, error) {
-	q := url.Values{"device": {d.Name}, "id": {cmd.ID}, "token": {token.String()}, "member": {d.Member}}
+	return d.DispatchUnder(ctx, cmd, coordination.Authority{Term: coordination.NoTerm, Token: token})
+}
+
+// DispatchUnder implements dispatch.AuthorityDevice.
+func (d *HTTPDevice) DispatchUnder(ctx context.Context, cmd dispatch.Command, authority coordination.Authority) (dispatch.Result, error) {
+	q := url.Values{"device": {d.Name}, "id": {cmd.ID}, "term": {strconv.FormatInt(int64(authority.Term), 10)},
+		"token": {authority.Token.String()}, "member": {d.Member}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.BaseURL+"/dispatch?"+q.Encode(), nil)
 	if err != nil {
 		return dispatch.Result{}, dispatch.Rejected(err)
@@ -217,7 +243,7 @@ func (d *HTTPDevice) Dispatch(ctx context.Context, cmd dispatch.Command, token c
 	case http.StatusOK:
 		return dispatch.Result{Detail: string(body)}, nil
 	case http.StatusConflict:
-		return dispatch.Result{}, dispatch.Rejected(fmt.Errorf("%s refused token %s", d.Name, token))
+		return dispatch.Result{}, dispatch.Rejected(fmt.Errorf("%s refused %s", d.Name, authority))
 	default:
 		return dispatch.Result{}, fmt.Errorf("%s answered %s", d.Name, resp.Status)
 	}

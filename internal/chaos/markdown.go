@@ -69,8 +69,8 @@ func Markdown(res Result, facts RunFacts) string {
 	for _, v := range res.Violations {
 		count[v.Class]++
 	}
-	w("| Dispatches of a command absent from the log (device calls without a committed Issued/Redispatched record under the token the device saw) | %d |\n", count[UnloggedDispatch])
-	w("| Token regressions at the fencing device | %d |\n", count[TokenRegression])
+	w("| Dispatches of a command absent from the log (device calls without a committed Issued/Redispatched record under the term and token the device saw) | %d |\n", count[UnloggedDispatch])
+	w("| Term regressions at the fencing device | %d |\n", count[TermRegression])
 	w("| Accepted commands lost (no Issued record, or no terminal or in-doubt outcome after the settle period) | %d of %d accepted |\n", count[LostCommand], res.Accepted)
 	w("| `dispatch.Verify` findings and undecodable or non-transactional records | %d |\n\n", count[AuditViolation])
 	w("| Observed | Value |\n|---|---:|\n")

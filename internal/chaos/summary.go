@@ -24,7 +24,7 @@ func Summary(res Result) string {
 	sort.Strings(outcomes)
 	fmt.Fprintf(&b, "  outcomes: %s\n", strings.Join(outcomes, ", "))
 	fmt.Fprintf(&b, "  log: %d distinct tokens, %d redispatched records\n", res.Tokens, res.Redispatched)
-	fmt.Fprintf(&b, "  fencing device: %d calls, %d refused (stale token), %d commands obeyed twice\n", res.FencedCalls, res.FencedRefused, res.FencedDoubles)
+	fmt.Fprintf(&b, "  fencing device: %d calls, %d refused (stale term), %d commands obeyed twice\n", res.FencedCalls, res.FencedRefused, res.FencedDoubles)
 	fmt.Fprintf(&b, "  non-fencing device: %d calls, %d commands obeyed twice (%d after a Redispatched record, %d without)\n",
 		res.PlainCalls, res.PlainDoubles, res.PlainDoublesRedispatched, res.PlainDoubles-res.PlainDoublesRedispatched)
 	if res.OK() {

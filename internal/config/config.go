@@ -96,6 +96,27 @@ type Config struct {
 
 	// Devices lists the devices this role drives.
 	Devices []Device `yaml:"devices" json:"devices"`
+
+	// file and at are where Load read the config and where each field sat
+	// in it, so a fault found later names its line.
+	file string
+	at   map[string]position
+}
+
+// locate fills the place of each fault from where its field sat in the file.
+func (c *Config) locate(e *ValidationError) {
+	for _, p := range e.Problems {
+		if p.Line == 0 && c.at != nil {
+			pos := locateIn(c.at, p.Field)
+			p.Line, p.Column = pos.line, pos.column
+		}
+		if p.File == "" {
+			p.File = c.file
+		}
+	}
+	if e.File == "" {
+		e.File = c.file
+	}
 }
 
 // Kafka says how to reach the cluster.

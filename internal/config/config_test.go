@@ -2,8 +2,11 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -68,7 +71,8 @@ func TestExampleFileLoads(t *testing.T) {
 }
 
 // TestInvalidFiles loads every file of testdata/invalid. The first line of
-// each says which field the validation must name: "# want: field".
+// each lists the faults Load must report, all of them in one error: each
+// as "field" or "field@line", the line being where the fault is in the file.
 func TestInvalidFiles(t *testing.T) {
 	files, err := filepath.Glob("testdata/invalid/*.yaml")
 	if err != nil || len(files) == 0 {
@@ -81,7 +85,7 @@ func TestInvalidFiles(t *testing.T) {
 				t.Fatal(err)
 			}
 			first, _, _ := strings.Cut(string(data), "\n")
-			want, ok := strings.CutPrefix(first, "# want: ")
+			wants, ok := strings.CutPrefix(first, "# want: ")
 			if !ok {
 				t.Fatalf("first line %q does not say which field is bad", first)
 			}
@@ -90,15 +94,37 @@ func TestInvalidFiles(t *testing.T) {
 			if !errors.As(err, &verr) {
 				t.Fatalf("Load = %v, want a *ValidationError", err)
 			}
-			fe := verr.Field(want)
-			if fe == nil {
-				t.Fatalf("error does not name %s:\n%v", want, err)
+			if verr.File != file || !strings.HasPrefix(err.Error(), file+": ") {
+				t.Errorf("the error does not name the file %s:\n%v", file, err)
 			}
-			if !strings.Contains(err.Error(), want+": ") {
-				t.Errorf("message does not name %s:\n%v", want, err)
-			}
-			if fe.Problem == "" {
-				t.Errorf("%s: empty problem", want)
+			for _, want := range strings.Fields(wants) {
+				field, lineText, hasLine := strings.Cut(want, "@")
+				fe := verr.Field(field)
+				if fe == nil {
+					t.Errorf("error does not name %s:\n%v", field, err)
+					continue
+				}
+				if !strings.Contains(err.Error(), field+": ") {
+					t.Errorf("message does not name %s:\n%v", field, err)
+				}
+				if fe.Problem == "" {
+					t.Errorf("%s: empty problem", field)
+				}
+				if fe.File != file {
+					t.Errorf("%s: file %q, want %q", field, fe.File, file)
+				}
+				if hasLine {
+					line, aerr := strconv.Atoi(lineText)
+					if aerr != nil {
+						t.Fatalf("bad want %q", want)
+					}
+					if fe.Line != line || fe.Column < 1 {
+						t.Errorf("%s: at %d:%d, want line %d", field, fe.Line, fe.Column, line)
+					}
+					if loc := fmt.Sprintf("%s:%d:%d: %s: ", file, fe.Line, fe.Column, field); !strings.Contains(err.Error(), loc) {
+						t.Errorf("message lacks %q:\n%v", loc, err)
+					}
+				}
 			}
 			var asField *FieldError
 			if !errors.As(err, &asField) {
@@ -108,22 +134,111 @@ func TestInvalidFiles(t *testing.T) {
 	}
 }
 
-func TestUnparsableFiles(t *testing.T) {
-	files, err := filepath.Glob("testdata/unparsable/*.yaml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no files: %v", err)
+// TestFaultHints checks the fix each kind of fault names.
+func TestFaultHints(t *testing.T) {
+	for _, tc := range []struct {
+		file, field, problem, hint string
+	}{
+		{"three-misspelt", "leas", "unknown key", "did you mean `lease`?"},
+		{"three-misspelt", "kafka.brokrs", "unknown key", "did you mean `brokers`?"},
+		{"three-misspelt", "topics.partitons", "unknown key", "did you mean `partitions`?"},
+		{"duration-fifteen", "lease.renew_interval", "not a duration", "a duration such as 15s"},
+		{"duration-number", "lease.duration", "a bare number is not a duration", "a duration such as 15s"},
+		{"duration-number", "dispatch.shutdown_timeout", "not a duration", "a duration such as 15s"},
+		{"wrong-type", "kafka.brokers", "want a list", "[a, b]"},
+		{"int-range", "devices[0].modbus.fence.address", "out of range", "0 to 65535"},
+		{"mixed-shape-and-value", "http.listn", "unknown key", "did you mean `listen`?"},
+		{"unknown-key", "kafka.bootstrap_servers", "unknown key", "known keys here: brokers, client_id"},
+	} {
+		t.Run(tc.file+"/"+tc.field, func(t *testing.T) {
+			_, err := Load("testdata/invalid/" + tc.file + ".yaml")
+			var verr *ValidationError
+			if !errors.As(err, &verr) {
+				t.Fatalf("Load = %v, want a *ValidationError", err)
+			}
+			fe := verr.Field(tc.field)
+			if fe == nil {
+				t.Fatalf("no fault for %s:\n%v", tc.field, err)
+			}
+			if !strings.Contains(fe.Problem, tc.problem) || !strings.Contains(fe.Hint, tc.hint) {
+				t.Errorf("fault = %q / hint %q, want %q / %q", fe.Problem, fe.Hint, tc.problem, tc.hint)
+			}
+			if !strings.Contains(fe.Error(), tc.hint) {
+				t.Errorf("message %q lacks the hint", fe.Error())
+			}
+		})
 	}
-	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".yaml"), func(t *testing.T) {
+}
+
+// TestFlowStyle loads a file written in YAML's flow style, with host:port
+// and URL items unquoted inside flow sections.
+func TestFlowStyle(t *testing.T) {
+	c, err := Load("testdata/flow.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"127.0.0.1:9092", "kafka-2:9093", "kafka-3:9094"}; !slices.Equal(c.Kafka.Brokers, want) {
+		t.Errorf("brokers = %q, want %q", c.Kafka.Brokers, want)
+	}
+	if c.Kafka.DialTimeout != 5*time.Second || c.Lease.Duration != 15*time.Second {
+		t.Errorf("kafka = %+v, lease = %+v", c.Kafka, c.Lease)
+	}
+	if c.Members["node-1"] != "http://127.0.0.1:8081" || c.Members["node-2"] != "http://127.0.0.1:8082" {
+		t.Errorf("members = %v", c.Members)
+	}
+	m, err := c.Devices[0].MQTTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(m.Brokers, []string{"tcp://127.0.0.1:1883"}) || m.Topic != "d/{device}" {
+		t.Errorf("mqtt = %+v", m)
+	}
+}
+
+// TestUnparsableFiles: a YAML syntax error ends the parse; it is still one
+// located fault of a *ValidationError.
+func TestUnparsableFiles(t *testing.T) {
+	for file, line := range map[string]int{
+		"testdata/unparsable/syntax.yaml":        2,
+		"testdata/unparsable/duplicate-key.yaml": 2,
+	} {
+		t.Run(filepath.Base(file), func(t *testing.T) {
 			_, err := Load(file)
-			var perr *ParseError
-			if !errors.As(err, &perr) {
-				t.Fatalf("Load = %v, want a *ParseError", err)
+			var verr *ValidationError
+			if !errors.As(err, &verr) || len(verr.Problems) != 1 {
+				t.Fatalf("Load = %v, want a *ValidationError with one fault", err)
+			}
+			if p := verr.Problems[0]; p.Line != line || p.Column < 1 || p.File != file {
+				t.Errorf("fault at %s:%d:%d, want %s:%d", p.File, p.Line, p.Column, file, line)
 			}
 			if !strings.HasPrefix(err.Error(), file+": ") {
 				t.Errorf("message does not start with the file name:\n%v", err)
 			}
 		})
+	}
+}
+
+// TestMemberSecretsOnlyWhenAsked: Load accepts a file whose HTTP token
+// variable is unset, since only a running member serves the API;
+// CheckMemberSecrets names the variable, and its line.
+func TestMemberSecretsOnlyWhenAsked(t *testing.T) {
+	file := "testdata/member/http-token-env-unset.yaml"
+	c, err := Load(file)
+	if err != nil {
+		t.Fatalf("Load = %v, want nil: the token is not needed to load", err)
+	}
+	err = c.CheckMemberSecrets()
+	var verr *ValidationError
+	if !errors.As(err, &verr) {
+		t.Fatalf("CheckMemberSecrets = %v, want a *ValidationError", err)
+	}
+	fe := verr.Field("http.token_env")
+	if fe == nil || fe.Line != 6 || fe.File != file {
+		t.Fatalf("fault = %+v, want http.token_env at %s:6", fe, file)
+	}
+	t.Setenv("KRABKA_TEST_SURELY_UNSET_TOKEN", "tok")
+	if err := c.CheckMemberSecrets(); err != nil {
+		t.Fatalf("with the variable set: %v", err)
 	}
 }
 

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/goccy/go-yaml"
-
 	"github.com/krabka-io/krabka-dispatch/devices/modbus"
 	"github.com/krabka-io/krabka-dispatch/devices/mqtt"
 )
@@ -14,8 +12,8 @@ import (
 // configuration of package devices/mqtt.
 func (d Device) MQTTConfig() (mqtt.Config, error) {
 	var c mqtt.Config
-	if err := yaml.UnmarshalWithOptions(d.MQTT, &c, yaml.Strict()); err != nil {
-		return c, &FieldError{Value: "", Problem: yaml.FormatError(err, false, false)}
+	if err := decodeSection(d.MQTT, &c); err != nil {
+		return c, err
 	}
 	return c, nil
 }
@@ -24,8 +22,8 @@ func (d Device) MQTTConfig() (mqtt.Config, error) {
 // configuration of package devices/modbus.
 func (d Device) ModbusConfig() (modbus.Config, error) {
 	var c modbus.Config
-	if err := yaml.UnmarshalWithOptions(d.Modbus, &c, yaml.Strict()); err != nil {
-		return c, &FieldError{Value: "", Problem: yaml.FormatError(err, false, false)}
+	if err := decodeSection(d.Modbus, &c); err != nil {
+		return c, err
 	}
 	return c, nil
 }

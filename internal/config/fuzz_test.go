@@ -9,7 +9,7 @@ import (
 
 // FuzzParse feeds the loader arbitrary files, seeded with every file of
 // testdata/. Whatever the bytes, Parse answers with a config or a
-// *ParseError, and a config that parses completes and validates with a
+// *ValidationError, and a config that parses completes and validates with a
 // *ValidationError or nil: no input makes the loader panic, and no fault
 // escapes the two error types that the binary reports.
 func FuzzParse(f *testing.F) {
@@ -32,9 +32,9 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data)
 		if err != nil {
-			var parseErr *ParseError
-			if !errors.As(err, &parseErr) {
-				t.Fatalf("Parse returned %T, want *ParseError: %v", err, err)
+			var parseErr *ValidationError
+			if !errors.As(err, &parseErr) || len(parseErr.Problems) == 0 {
+				t.Fatalf("Parse returned %T, want *ValidationError with faults: %v", err, err)
 			}
 			_ = parseErr.Error()
 			return

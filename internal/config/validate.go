@@ -13,64 +13,6 @@ import (
 	"github.com/krabka-io/krabka-dispatch/coordination"
 )
 
-// FieldError is one fault of a configuration: the field by its YAML path
-// (such as "kafka.sasl.mechanism" or "devices[1].name"), the value found
-// there, and what is wrong with it.
-type FieldError struct {
-	// Field is the YAML path of the field.
-	Field string
-
-	// Value is the value found, as text. A secret is never quoted: its
-	// Value is "<redacted>".
-	Value string
-
-	// Problem says what is wrong, and where it can, what is wanted instead.
-	Problem string
-}
-
-// Error renders the fault as "field: value: problem".
-func (e *FieldError) Error() string {
-	return fmt.Sprintf("%s: %q: %s", e.Field, e.Value, e.Problem)
-}
-
-// ValidationError lists every fault [Config.Validate] found, in file order.
-type ValidationError struct {
-	Problems []*FieldError
-}
-
-// Error renders one fault per line.
-func (e *ValidationError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "config: %d invalid setting", len(e.Problems))
-	if len(e.Problems) != 1 {
-		b.WriteString("s")
-	}
-	for _, p := range e.Problems {
-		b.WriteString("\n  ")
-		b.WriteString(p.Error())
-	}
-	return b.String()
-}
-
-// Unwrap returns the faults, so errors.As finds a *FieldError.
-func (e *ValidationError) Unwrap() []error {
-	out := make([]error, len(e.Problems))
-	for i, p := range e.Problems {
-		out[i] = p
-	}
-	return out
-}
-
-// Field returns the fault of one field, or nil.
-func (e *ValidationError) Field(field string) *FieldError {
-	for _, p := range e.Problems {
-		if p.Field == field {
-			return p
-		}
-	}
-	return nil
-}
-
 const redacted = "<redacted>"
 
 // validator collects faults.
@@ -82,10 +24,17 @@ func (v *validator) add(field, value, problem string, args ...any) {
 	v.problems = append(v.problems, &FieldError{Field: field, Value: value, Problem: fmt.Sprintf(problem, args...)})
 }
 
+// hint adds a fault with its fix apart.
+func (v *validator) hint(field, value, problem, hint string) {
+	v.problems = append(v.problems, &FieldError{Field: field, Value: value, Problem: problem, Hint: hint})
+}
+
 // Validate checks every field of a completed config and returns a
 // *ValidationError that lists every fault, or nil. It reads the files and
-// environment variables that the config names for secrets and certificates,
-// to report a missing one now rather than at the first connection.
+// environment variables that the kafka section names for secrets and
+// certificates, which every command that reaches the cluster needs, to
+// report a missing one now rather than at the first connection. It does not
+// resolve the member's own secrets: see [Config.CheckMemberSecrets].
 func (c *Config) Validate() error {
 	var v validator
 	if _, err := coordination.NewRole(c.Role); err != nil {
@@ -105,6 +54,24 @@ func (c *Config) Validate() error {
 		return nil
 	}
 	return &ValidationError{Problems: v.problems}
+}
+
+// CheckMemberSecrets resolves the secrets only a running member uses (the
+// HTTP API's bearer token from its file or environment variable) and
+// returns a *ValidationError naming each one that does not resolve, or nil.
+// [Config.Validate] leaves them alone, so an operator command that never
+// serves the API does not need them.
+func (c *Config) CheckMemberSecrets() error {
+	var v validator
+	h := c.HTTP
+	secretSource(&v, "http.token", h.Token, h.TokenFile, h.TokenEnv, false, true)
+	if len(v.problems) == 0 {
+		return nil
+	}
+	e := &ValidationError{Problems: v.problems}
+	c.locate(e)
+	sortProblems(e.Problems)
+	return e
 }
 
 func (k *Kafka) validate(v *validator) {
@@ -139,7 +106,7 @@ func (k *Kafka) validate(v *validator) {
 		if s.Username == "" {
 			v.add("kafka.sasl.username", "", "required with sasl")
 		}
-		secretSource(v, "kafka.sasl.password", s.Password, s.PasswordFile, s.PasswordEnv, true)
+		secretSource(v, "kafka.sasl.password", s.Password, s.PasswordFile, s.PasswordEnv, true, true)
 	}
 }
 
@@ -177,7 +144,7 @@ func (h *HTTP) validate(v *validator) {
 			v.add("http.listen", h.Listen, "%v (or %q to disable)", err, HTTPOff)
 		}
 	}
-	secretSource(v, "http.token", h.Token, h.TokenFile, h.TokenEnv, false)
+	secretSource(v, "http.token", h.Token, h.TokenFile, h.TokenEnv, false, false)
 	if h.ProtectReads && h.Token == "" && h.TokenFile == "" && h.TokenEnv == "" {
 		v.add("http.protect_reads", "true", "needs a token: set http.token, http.token_file or http.token_env")
 	}
@@ -262,7 +229,7 @@ func (c *Config) validateDevices(v *validator) {
 // positive.
 func positive(v *validator, field string, d time.Duration) bool {
 	if d <= 0 {
-		v.add(field, d.String(), "want a duration above 0, such as 10s")
+		v.hint(field, d.String(), "must be above 0", "a duration such as 10s")
 		return false
 	}
 	return true
@@ -281,8 +248,9 @@ func fileReadable(v *validator, field, path string) {
 }
 
 // secretSource checks that at most one (or, when required, exactly one) of
-// the three places of a secret is set, and that the one set resolves.
-func secretSource(v *validator, field, inline, file, env string, required bool) {
+// the three places of a secret is set, and, when resolve is set, that the
+// one set resolves.
+func secretSource(v *validator, field, inline, file, env string, required, resolve bool) {
 	n := 0
 	for _, s := range []string{inline, file, env} {
 		if s != "" {
@@ -295,6 +263,9 @@ func secretSource(v *validator, field, inline, file, env string, required bool) 
 		return
 	case n == 0 && required:
 		v.add(field, "", "required: set %s, %s_file or %s_env", leaf(field), leaf(field), leaf(field))
+		return
+	}
+	if !resolve {
 		return
 	}
 	if file != "" {

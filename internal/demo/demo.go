@@ -1,7 +1,8 @@
 // Package demo is `dispatcher demo`: a whole system in one process, with
 // nothing but Go. It runs franz-go's kfake cluster, an MQTT broker (mochi)
-// with a valve's firmware that fences by token, a Modbus unit (the
-// simulator of internal/modbussim), and three members of one role. It sends
+// with a valve's firmware that fences by term, a Modbus unit (the
+// simulator of internal/modbussim, fencing by term too), and three members
+// of one role. It sends
 // commands through a standby's HTTP API (redirected to the leader), cuts
 // the leader off the cluster, sends more commands through the requests
 // topic while the role fails over, lets the deposed leader's late MQTT
@@ -66,14 +67,14 @@ type Options struct {
 
 // Report is what a run of the demo found.
 type Report struct {
-	// Leaders lists the elections in order: member and token.
+	// Leaders lists the elections in order: member, term and token.
 	Leaders []Election
 	// Failover is the time from the leader's crash to the next election.
 	Failover time.Duration
 	// Succeeded counts the commands that succeeded, of Submitted.
 	Submitted, Succeeded int
-	// Refused counts the commands the valve's firmware refused for a stale
-	// token; the demo's late write makes it one.
+	// Refused counts the commands the valve's firmware refused for an
+	// earlier term; the demo's late write makes it one.
 	Refused int64
 	// Records is the length of the role's command log; Violations what
 	// dispatch.Verify found in it.
@@ -84,8 +85,10 @@ type Report struct {
 // Election is one leadership the demo saw begin.
 type Election struct {
 	Member string
-	Token  coordination.FencingToken
-	At     time.Time
+	// Term orders the elections; Token is the leadership's first token.
+	Term  coordination.Term
+	Token coordination.FencingToken
+	At    time.Time
 }
 
 // ErrAuditFailed reports a demo whose log did not verify, or whose commands
@@ -138,12 +141,12 @@ type run struct {
 func (r *run) onEvent(e member.Event) {
 	switch e.Kind {
 	case member.EventElected:
-		r.tl.print(e.Member, "ELECTED: leads %s with fencing token %s", Role, e.Token)
+		r.tl.print(e.Member, "ELECTED: leads %s in term %s with fencing token %s", Role, e.Term, e.Token)
 		r.elected <- e
 	case member.EventDeposed:
 		r.tl.print(e.Member, "leadership ended: %v", e.Err)
 	case member.EventResigned:
-		r.tl.print(e.Member, "resigned the role (token %s)", e.Token)
+		r.tl.print(e.Member, "resigned the role (term %s, token %s)", e.Term, e.Token)
 	case member.EventAbandoned:
 		r.tl.print(e.Member, "stopped without resigning: it cannot reach the cluster")
 	}
@@ -152,7 +155,7 @@ func (r *run) onEvent(e member.Event) {
 func (r *run) story(ctx context.Context) error {
 	o := r.opts
 	r.tl.text("krabka-dispatch demo: three members of role %q elect a leader through Kafka's transaction\n", Role)
-	r.tl.text("coordinator; the leader logs each command under its fencing token before it drives a device.\n")
+	r.tl.text("coordinator; the leader logs each command under its term and fencing token before it drives a device.\n")
 	r.tl.text("lease %v, renewed every %v, challenge stagger %v\n", o.LeaseDuration, o.RenewInterval, o.ChallengeStagger)
 
 	r.tl.section("Starting the cluster, the devices and three members")
@@ -248,8 +251,8 @@ func (r *run) story(ctx context.Context) error {
 		return err
 	}
 	r.report.Failover = next.At.Sub(killedAt)
-	r.tl.print(next.Member, "took over %.2fs after the crash (lease %v + rank x stagger + one read); token %s supersedes %s: %t",
-		r.report.Failover.Seconds(), o.LeaseDuration, next.Token, deposed, next.Token.Supersedes(deposed))
+	r.tl.print(next.Member, "took over %.2fs after the crash (lease %v + rank x stagger + one read); term %s follows term %s: %t",
+		r.report.Failover.Seconds(), o.LeaseDuration, next.Term, deposed.Term, next.Term.Compare(deposed.Term) > 0)
 	if o.OnServing != nil {
 		o.OnServing(next.Member, r.node(next.Member).url)
 	}
@@ -268,8 +271,8 @@ func (r *run) story(ctx context.Context) error {
 	r.printRoster(r.node(next.Member))
 
 	r.tl.section("A late write from the deposed leader")
-	r.tl.print(leader.id, "(a zombie that woke after its pause) publishes zombie-1 to valve-1 under its old token %s", deposed)
-	late, err := mqtt.EncodeEnvelope(mqtt.Envelope{ID: "zombie-1", Role: Role, Device: "valve-1", Action: "open", Token: deposed})
+	r.tl.print(leader.id, "(a zombie that woke after its pause) publishes zombie-1 to valve-1 under its old %s", deposed)
+	late, err := mqtt.EncodeEnvelope(mqtt.Envelope{ID: "zombie-1", Role: Role, Device: "valve-1", Action: "open", Term: deposed.Term, Token: deposed.Token})
 	if err != nil {
 		return err
 	}

@@ -3,14 +3,15 @@ package demo
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 )
 
 // TestDemo runs the whole demo in process and checks what it claims: two
-// leaderships with rising tokens, every command succeeded, the late write
-// refused, and a clean audit.
+// leaderships with rising terms, every command succeeded, the late write
+// refused for its earlier term, and a clean audit.
 func TestDemo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -28,8 +29,8 @@ func TestDemo(t *testing.T) {
 	if first.Member == second.Member {
 		t.Errorf("%s led twice; the crashed leader came back", first.Member)
 	}
-	if !second.Token.Supersedes(first.Token) {
-		t.Errorf("second token %s does not supersede the first %s", second.Token, first.Token)
+	if first.Term <= 0 || second.Term.Compare(first.Term) <= 0 {
+		t.Errorf("second term %s does not follow the first %s", second.Term, first.Term)
 	}
 	if rep.Submitted != 6 || rep.Succeeded != 6 {
 		t.Errorf("%d of %d commands succeeded", rep.Succeeded, rep.Submitted)
@@ -48,6 +49,13 @@ func TestDemo(t *testing.T) {
 	}
 	text := out.String()
 	for _, want := range []string{"ELECTED", "-> 307 ->", "CRASHED", "took over", "REFUSED zombie-1", "Verify: 0 violations"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("timeline lacks %q", want)
+		}
+	}
+	// The firmware refused the late write for its term, not its token.
+	refusal := fmt.Sprintf("is below term %s, already admitted", second.Term)
+	for _, want := range []string{refusal, fmt.Sprintf("term %s follows term %s: true", second.Term, first.Term)} {
 		if !strings.Contains(text, want) {
 			t.Errorf("timeline lacks %q", want)
 		}

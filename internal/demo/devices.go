@@ -9,8 +9,8 @@ import (
 )
 
 // recorder wraps a device to put each dispatch on the timeline: which
-// member drove which device with which command, under which token. It
-// passes the optional interfaces through.
+// member drove which device with which command, under which term and token.
+// It passes the optional interfaces through.
 type recorder struct {
 	dispatch.Device
 	name   string
@@ -19,14 +19,27 @@ type recorder struct {
 }
 
 var (
-	_ dispatch.HealthChecker = (*recorder)(nil)
-	_ dispatch.Redispatcher  = (*recorder)(nil)
-	_ io.Closer              = (*recorder)(nil)
+	_ dispatch.AuthorityDevice = (*recorder)(nil)
+	_ dispatch.HealthChecker   = (*recorder)(nil)
+	_ dispatch.Redispatcher    = (*recorder)(nil)
+	_ io.Closer                = (*recorder)(nil)
 )
 
 func (r *recorder) Dispatch(ctx context.Context, cmd dispatch.Command, token coordination.FencingToken) (dispatch.Result, error) {
-	r.tl.print(r.member, "dispatches %s %q to %s under token %s", cmd.ID, cmd.Action, r.name, token)
-	res, err := r.Device.Dispatch(ctx, cmd, token)
+	return r.DispatchUnder(ctx, cmd, coordination.Authority{Term: coordination.NoTerm, Token: token})
+}
+
+func (r *recorder) DispatchUnder(ctx context.Context, cmd dispatch.Command, authority coordination.Authority) (dispatch.Result, error) {
+	r.tl.print(r.member, "dispatches %s %q to %s under %s", cmd.ID, cmd.Action, r.name, authority)
+	var (
+		res dispatch.Result
+		err error
+	)
+	if d, ok := r.Device.(dispatch.AuthorityDevice); ok {
+		res, err = d.DispatchUnder(ctx, cmd, authority)
+	} else {
+		res, err = r.Device.Dispatch(ctx, cmd, authority.Token)
+	}
 	if err != nil {
 		r.tl.print(r.name, "%s: %v", cmd.ID, err)
 	}

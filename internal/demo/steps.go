@@ -73,7 +73,7 @@ func (r *run) waitElected(ctx context.Context) (member.Event, error) {
 	defer timer.Stop()
 	select {
 	case e := <-r.elected:
-		r.report.Leaders = append(r.report.Leaders, Election{Member: e.Member, Token: e.Token, At: e.At})
+		r.report.Leaders = append(r.report.Leaders, Election{Member: e.Member, Term: e.Term, Token: e.Token, At: e.At})
 		return e, nil
 	case <-timer.C:
 		return member.Event{}, errors.New("demo: no member was elected in time")
@@ -131,7 +131,7 @@ func (r *run) printRoster(n *node) {
 	for _, m := range l.Roster {
 		mark := ""
 		if m.Holder {
-			mark = "  <- holder, token " + l.Token
+			mark = "  <- holder, term " + l.Term.String() + ", token " + l.Token
 		} else if nd := r.node(m.Member); nd != nil && nd.cancel == nil {
 			mark = "  (crashed; its registration stays until it returns)"
 		}
@@ -183,7 +183,7 @@ func (r *run) audit(ctx context.Context, client *dispatch.Client) error {
 		r.tl.text("%20s   %s  %-8s %-15s issued by %s under %s: %s\n", "", c.ID, c.Command().Device, c.Command().Action, a.Member, a.Token, c.Status)
 	}
 	if len(r.report.Violations) == 0 {
-		r.tl.print("audit", "Verify: 0 violations. Tokens never go backwards, every outcome follows its issue, no command settled twice, intake contiguous.")
+		r.tl.print("audit", "Verify: 0 violations. Terms never go backwards, every outcome follows its issue, no command settled twice, intake contiguous.")
 	} else {
 		for _, v := range r.report.Violations {
 			r.tl.print("audit", "VIOLATION %s", v)

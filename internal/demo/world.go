@@ -86,14 +86,15 @@ func startWorld(ctx context.Context, tl *timeline, stateDir string) (_ *world, e
 	}); err != nil {
 		return nil, err
 	}
-	tl.print("mqtt", "broker (mochi, in process) at %s; valve-1's firmware listens on devices/valve-1/cmd and fences by token", w.mqttURL)
+	tl.print("mqtt", "broker (mochi, in process) at %s; valve-1's firmware listens on devices/valve-1/cmd and fences by term", w.mqttURL)
 
 	w.sim = modbussim.New()
 	w.modbus, err = w.sim.ListenTCP("")
 	if err != nil {
 		return nil, fmt.Errorf("modbus: %w", err)
 	}
-	tl.print("modbus", "unit 1 (simulator) at %s; pump-1's fence registers are 100-104", w.modbus.Addr())
+	w.sim.SetFence(1, 100)
+	tl.print("modbus", "unit 1 (simulator) at %s; pump-1's fence registers are 100-108 (term, then token), and it refuses an earlier term", w.modbus.Addr())
 	return w, nil
 }
 
@@ -138,7 +139,7 @@ func createTopics(ctx context.Context, brokers []string) error {
 }
 
 // firmware is the valve's side of MQTT: it admits a command only when its
-// token is at least the highest it has seen, as devices/fence prescribes.
+// term is at least the highest it has seen, as devices/fence prescribes.
 type firmware struct {
 	store   *fence.Store
 	tl      *timeline
@@ -152,11 +153,11 @@ func (f *firmware) receive(payload []byte) {
 		f.tl.print("valve-1", "ignored a message that is not a command envelope: %v", err)
 		return
 	}
-	if err := f.store.Admit(env.Device, env.Token); err != nil {
+	if err := f.store.Admit(env.Device, env.Authority()); err != nil {
 		f.refused.Add(1)
-		f.tl.print(env.Device, "REFUSED %s %q under token %s: %v", env.ID, env.Action, env.Token, err)
+		f.tl.print(env.Device, "REFUSED %s %q under %s: %v", env.ID, env.Action, env.Authority(), err)
 		return
 	}
 	f.acted.Add(1)
-	f.tl.print(env.Device, "acted on %s %q (token %s admitted)", env.ID, env.Action, env.Token)
+	f.tl.print(env.Device, "acted on %s %q (%s admitted)", env.ID, env.Action, env.Authority())
 }

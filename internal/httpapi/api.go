@@ -14,7 +14,7 @@
 // Endpoints:
 //
 //	GET  /                           the status page (HTML)
-//	GET  /v1/leadership              who leads, roster with ranks, lease, token
+//	GET  /v1/leadership              who leads, roster with ranks, lease, term, token
 //	GET  /v1/commands?limit=N        the most recent commands with their state
 //	POST /v1/commands                submit a command (bearer token)
 //	GET  /v1/commands/{id}           one command's state
@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
 )
 
@@ -73,7 +74,13 @@ type Leadership struct {
 	// Holder is the member the lease names, if any; HolderURL its API.
 	Holder    string `json:"holder,omitempty"`
 	HolderURL string `json:"holder_url,omitempty"`
-	// Token is the holder's fencing token, as producer_id:producer_epoch.
+	// Term is the holder's term, which orders leaderships: a later
+	// leadership has a higher term. Absent (zero) when the role has none.
+	Term coordination.Term `json:"term,omitempty"`
+	// Token is the holder's fencing token, as producer_id:producer_epoch:
+	// what the broker enforces on the holder's writes. It does not order
+	// leaderships, since its producer id may rotate to a lower one within a
+	// term.
 	Token string `json:"token,omitempty"`
 	// LeaseDeadline is when the holder's lease ends unless renewed.
 	LeaseDeadline *time.Time `json:"lease_deadline,omitempty"`

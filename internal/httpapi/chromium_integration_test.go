@@ -81,6 +81,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	for _, want := range []string{
 		`data-live="true"`, // the script ran
 		`id="holder">node-1<`,
+		`id="term">4096<`,
 		`id="token">7:3<`,
 		"<td>node-3</td>",
 		"cmd-1", "succeeded", "cmd-2", "in-doubt",

@@ -212,7 +212,7 @@ func (s *server) leaderz(w http.ResponseWriter, _ *http.Request) {
 		writeText(w, http.StatusServiceUnavailable, "standby: "+dashIfEmpty(l.Holder)+" leads")
 		return
 	}
-	writeText(w, http.StatusOK, "leader: token "+l.Token)
+	writeText(w, http.StatusOK, "leader: term "+l.Term.String()+" token "+l.Token)
 }
 
 // fail answers a backend error with its status.

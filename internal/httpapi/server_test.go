@@ -26,7 +26,7 @@ type fakeBackend struct {
 
 func newFakeBackend(leader bool) *fakeBackend {
 	deadline := time.Now().Add(4 * time.Second)
-	l := Leadership{Role: "controller", Member: "node-1", Leader: leader, Holder: "node-1", Token: "7:3",
+	l := Leadership{Role: "controller", Member: "node-1", Leader: leader, Holder: "node-1", Term: 4096, Token: "7:3",
 		LeaseDeadline: &deadline, LeaseRemainingMS: 4000,
 		Roster: []RosterMember{{Member: "node-1", Rank: 0, Holder: true}, {Member: "node-2", Rank: 0}, {Member: "node-3", Rank: 1}}}
 	if !leader {
@@ -208,6 +208,9 @@ func TestHealthEndpointsReflectLeadership(t *testing.T) {
 			t.Errorf("%s: %d, want %d", c.path, rec.Code, c.want)
 		}
 	}
+	if rec := do(t, leader, "GET", "/leaderz", "", ""); !strings.Contains(rec.Body.String(), "leader: term 4096 token 7:3") {
+		t.Errorf("leaderz: %s", rec.Body)
+	}
 	standbyBackend.ready = errors.New("cluster unreachable")
 	if rec := do(t, standby, "GET", "/readyz", "", ""); rec.Code != 503 || !strings.Contains(rec.Body.String(), "cluster unreachable") {
 		t.Errorf("readyz of an unready member: %d %s", rec.Code, rec.Body)
@@ -240,8 +243,11 @@ func TestLeadershipAndPage(t *testing.T) {
 
 	rec := do(t, h, "GET", "/v1/leadership", "", "")
 	var l Leadership
-	if err := json.Unmarshal(rec.Body.Bytes(), &l); err != nil || !l.Leader || len(l.Roster) != 3 {
+	if err := json.Unmarshal(rec.Body.Bytes(), &l); err != nil || !l.Leader || len(l.Roster) != 3 || l.Term != 4096 || l.Token != "7:3" {
 		t.Fatalf("%s: %v", rec.Body, err)
+	}
+	if !strings.Contains(rec.Body.String(), `"term": 4096,`) {
+		t.Errorf("the term is not a JSON number beside the token: %s", rec.Body)
 	}
 
 	rec = do(t, h, "GET", "/", "", "")
@@ -249,7 +255,7 @@ func TestLeadershipAndPage(t *testing.T) {
 	if rec.Code != 200 || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html") {
 		t.Fatalf("%d %v", rec.Code, rec.Header())
 	}
-	for _, want := range []string{"controller", "node-3", "7:3", "cmd-&lt;b&gt;", "pending", `data-remaining="4000"`} {
+	for _, want := range []string{"controller", "node-3", `id="term">4096<`, `id="token">7:3<`, "cmd-&lt;b&gt;", "pending", `data-remaining="4000"`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}

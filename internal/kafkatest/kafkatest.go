@@ -5,6 +5,8 @@
 // Tests that carry the integration build tag call [Brokers] for the real
 // cluster, [CreateTopic] for a topic of their own, and, after [LockFaults],
 // [KillBroker] and [RestartBroker] to take one broker away and bring it back.
+// A [Partition] cuts one process's clients off the cluster instead, leaving
+// the brokers up: it needs no fault lock.
 // [TxnCoordinator] names the broker that coordinates a transactional id,
 // [BumpEpoch] takes the id's epoch to the end of its range in seconds, and
 // [RaiseProducerIDBlock] makes a rotation at another broker land on a lower

@@ -33,10 +33,12 @@ func (m *Member) Leadership() httpapi.Leadership {
 		view.Leader = true
 		l := m.leadership.Lease()
 		lease = &l
+		view.Term = m.leadership.Term()
 		view.Token = m.leadership.Token().String()
 		view.ObservedAt = now
 	} else if m.state.Lease != nil {
 		lease = m.state.Lease
+		view.Term = m.state.Term
 		view.Token = lease.Token.String()
 	}
 	if lease != nil {

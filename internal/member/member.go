@@ -84,7 +84,8 @@ type EventKind int
 
 // The kinds of Event.
 const (
-	// EventElected: the member acquired the role; Token is its token.
+	// EventElected: the member acquired the role; Term and Token are its
+	// term and its first token.
 	EventElected EventKind = iota + 1
 	// EventDeposed: the leadership ended without a resignation; Err says
 	// why (a fence wraps coordination.ErrFenced).
@@ -116,8 +117,12 @@ type Event struct {
 	At     time.Time
 	Member string
 	Kind   EventKind
-	Token  coordination.FencingToken
-	Err    error
+	// Term is the term of the leadership the event is about; it orders
+	// leaderships.
+	Term coordination.Term
+	// Token is the leadership's fencing token when the event happened.
+	Token coordination.FencingToken
+	Err   error
 }
 
 // Member is one running member. It is safe for concurrent use.
@@ -227,8 +232,8 @@ func (m *Member) lead(ctx context.Context, l *coordination.Leadership) error {
 	m.mu.Lock()
 	m.leadership, m.dispatcher, m.draining = l, d, false
 	m.mu.Unlock()
-	m.log.Info("leading the role", "role", m.cfg.Role.String(), "token", l.Token().String())
-	m.emit(Event{Kind: EventElected, Token: l.Token()})
+	m.log.Info("leading the role", "role", m.cfg.Role.String(), "term", l.Term().String(), "token", l.Token().String())
+	m.emit(Event{Kind: EventElected, Term: l.Term(), Token: l.Token()})
 
 	select {
 	case err := <-done:
@@ -240,7 +245,7 @@ func (m *Member) lead(ctx context.Context, l *coordination.Leadership) error {
 			_ = m.resign(l)
 		}
 		m.log.Warn("the leadership ended", "cause", cause)
-		m.emit(Event{Kind: EventDeposed, Token: l.Token(), Err: cause})
+		m.emit(Event{Kind: EventDeposed, Term: l.Term(), Token: l.Token(), Err: cause})
 		m.submits.Wait()
 		return nil
 	case <-ctx.Done():
@@ -254,11 +259,11 @@ func (m *Member) lead(ctx context.Context, l *coordination.Leadership) error {
 	m.clear()
 	m.submits.Wait()
 	if err := m.resign(l); err != nil {
-		m.emit(Event{Kind: EventAbandoned, Token: l.Token(), Err: err})
+		m.emit(Event{Kind: EventAbandoned, Term: l.Term(), Token: l.Token(), Err: err})
 		return nil
 	}
-	m.log.Info("resigned the role", "token", l.Token().String())
-	m.emit(Event{Kind: EventResigned, Token: l.Token()})
+	m.log.Info("resigned the role", "term", l.Term().String(), "token", l.Token().String())
+	m.emit(Event{Kind: EventResigned, Term: l.Term(), Token: l.Token()})
 	return nil
 }
 
@@ -332,12 +337,13 @@ func (m *Member) watchState(ctx context.Context) {
 	}
 }
 
-// Leading reports whether the member leads now, and with which token.
-func (m *Member) Leading() (coordination.FencingToken, bool) {
+// Leading reports whether the member leads now, and under which term and
+// token.
+func (m *Member) Leading() (coordination.Authority, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.leadership == nil {
-		return coordination.NoEpoch, false
+		return coordination.Authority{Token: coordination.NoEpoch}, false
 	}
-	return m.leadership.Token(), true
+	return m.leadership.Authority(), true
 }

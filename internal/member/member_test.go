@@ -32,7 +32,17 @@ type started struct {
 	done   chan error
 }
 
-func startMember(t *testing.T, brokers []string, id string, peers map[string]string, events chan<- Event) *started {
+// panicDevice panics on the command "boom" and succeeds on every other.
+type panicDevice struct{}
+
+func (panicDevice) Dispatch(_ context.Context, cmd dispatch.Command, _ coordination.FencingToken) (dispatch.Result, error) {
+	if cmd.ID == "boom" {
+		panic("device bug")
+	}
+	return dispatch.Result{Detail: "done"}, nil
+}
+
+func startMember(t *testing.T, brokers []string, id string, peers map[string]string, events chan<- Event, devices ...dispatch.Device) *started {
 	t.Helper()
 	lease, err := coordination.NewLeaseConfig(2*time.Second, 500*time.Millisecond, 300*time.Millisecond)
 	if err != nil {
@@ -48,7 +58,11 @@ func startMember(t *testing.T, brokers []string, id string, peers map[string]str
 		t.Fatal(err)
 	}
 	reg := dispatch.NewRegistry()
-	if err := reg.Register("dev", &okDevice{tokens: map[string]coordination.FencingToken{}}); err != nil {
+	var dev dispatch.Device = &okDevice{tokens: map[string]coordination.FencingToken{}}
+	if len(devices) > 0 {
+		dev = devices[0]
+	}
+	if err := reg.Register("dev", dev); err != nil {
 		t.Fatal(err)
 	}
 	role, _ := coordination.NewRole("r")
@@ -121,6 +135,9 @@ func TestLeadRedirectHandOver(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	if got := b.m.Leadership().Term; got != elected.Term {
+		t.Errorf("the standby shows term %s, the leader's is %s", got, elected.Term)
+	}
 	_, err := b.m.Submit(context.Background(), dispatch.Command{ID: "x", Device: "dev", Action: "go"}, 0)
 	var nl *httpapi.NotLeaderError
 	if !errors.As(err, &nl) || nl.Leader != "a" || nl.LeaderURL != "http://127.0.0.1:1" {
@@ -134,8 +151,11 @@ func TestLeadRedirectHandOver(t *testing.T) {
 	if got := a.m.Recent(10); len(got) != 1 || got[0].ID != "c1" {
 		t.Errorf("recent %+v", got)
 	}
-	if l := a.m.Leadership(); !l.Leader || l.Token == "" || l.LeaseRemainingMS <= 0 {
-		t.Errorf("leader view %+v", l)
+	if l := a.m.Leadership(); !l.Leader || l.Token == "" || l.Term != elected.Term || l.LeaseRemainingMS <= 0 {
+		t.Errorf("leader view %+v, want term %s", l, elected.Term)
+	}
+	if auth, ok := a.m.Leading(); !ok || auth.Term != elected.Term {
+		t.Errorf("Leading = %s, %v; want term %s", auth, ok, elected.Term)
 	}
 	// A malformed command is refused before it is accepted.
 	if _, err := a.m.Submit(context.Background(), dispatch.Command{ID: "", Device: "dev"}, 0); err == nil {
@@ -148,8 +168,8 @@ func TestLeadRedirectHandOver(t *testing.T) {
 	a.stop(t)
 	waitEvent(t, events, EventResigned)
 	next := waitEvent(t, events, EventElected)
-	if next.Member != "b" || !next.Token.Supersedes(elected.Token) {
-		t.Fatalf("next leader %s with %s after %s", next.Member, next.Token, elected.Token)
+	if next.Member != "b" || next.Term.Compare(elected.Term) <= 0 {
+		t.Fatalf("next leader %s with term %s after term %s", next.Member, next.Term, elected.Term)
 	}
 	if took := next.At.Sub(stoppedAt); took > 2*time.Second {
 		t.Errorf("handover took %v, longer than the lease", took)
@@ -157,5 +177,45 @@ func TestLeadRedirectHandOver(t *testing.T) {
 	st, ok := b.m.Command("c1")
 	if !ok || st.State != dispatch.StatusSucceeded.String() {
 		t.Errorf("the new leader's view of c1: %+v %v", st, ok)
+	}
+}
+
+// TestDispatcherPanicResignsAndLeadsAgain: a panic in the dispatcher (here a
+// device's) ends the dispatcher, and the member gives the role up at once
+// instead of renewing a lease it no longer dispatches under. It competes
+// again, its next dispatcher records the command in doubt, and it takes and
+// dispatches the next command.
+func TestDispatcherPanicResignsAndLeadsAgain(t *testing.T) {
+	cluster := kafkatest.NewFake(t)
+	brokers := cluster.ListenAddrs()
+	kafkatest.CreateFakeTopic(t, cluster, dispatch.DefaultLogTopic, dispatch.DefaultTopicPartitions, nil)
+	kafkatest.CreateFakeTopic(t, cluster, dispatch.DefaultRequestsTopic, dispatch.DefaultTopicPartitions, nil)
+	events := make(chan Event, 16)
+	a := startMember(t, brokers, "a", nil, events, panicDevice{})
+	first := waitEvent(t, events, EventElected)
+
+	if st, err := a.m.Submit(context.Background(), dispatch.Command{ID: "boom", Device: "dev", Action: "go"}, 10*time.Second); err == nil && st.State == dispatch.StatusSucceeded.String() {
+		t.Error("the command whose dispatch panicked succeeded")
+	}
+	deposed := waitEvent(t, events, EventDeposed)
+	var perr *dispatch.PanicError
+	if !errors.As(deposed.Err, &perr) {
+		t.Fatalf("deposed with %v, want the dispatcher's *PanicError", deposed.Err)
+	}
+	again := waitEvent(t, events, EventElected)
+	if !again.Token.Supersedes(first.Token) {
+		t.Fatalf("elected again under %s after %s", again.Token, first.Token)
+	}
+	// A resignation lets the member compete at once; waiting out the lease
+	// would take its whole 2 s.
+	if took := again.At.Sub(deposed.At); took > time.Second {
+		t.Errorf("elected again %v after the panic: the lease ran out rather than being given up", took)
+	}
+	st, err := a.m.Submit(context.Background(), dispatch.Command{ID: "after", Device: "dev", Action: "go"}, 10*time.Second)
+	if err != nil || st.State != dispatch.StatusSucceeded.String() {
+		t.Fatalf("a command after the panic: %+v %v", st, err)
+	}
+	if st, ok := a.m.Command("boom"); !ok || st.State != dispatch.StatusInDoubt.String() {
+		t.Errorf("the command whose dispatch panicked: %+v %v, want in doubt", st, ok)
 	}
 }

@@ -10,6 +10,12 @@
 // illegal data address exception, as a small PLC would. Nothing else needs
 // setting up: every unit id answers.
 //
+// A unit can fence as firmware would ([Sim.SetFence]): it keeps the highest
+// term written to its fence registers and answers a lower one with an
+// illegal data value exception, without acting. The highest term lives in
+// memory only; it does not survive a new Sim, as it would survive a power
+// cycle in firmware that stores it.
+//
 // Faults are injected through a [Hook], which sees each decoded request before
 // the simulator acts and returns a [Fault]: an exception answer, a hold until
 // a channel closes (a slow unit, released by the test rather than by the

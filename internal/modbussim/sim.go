@@ -126,6 +126,10 @@ type Sim struct {
 type unit struct {
 	registers []uint16
 	coils     []bool
+
+	fenced      bool   // SetFence was called for the unit
+	fenceAt     uint16 // the first fence register
+	highestTerm int64  // the highest term the fence admitted
 }
 
 // New returns a simulator whose units hold zeros.
@@ -186,6 +190,46 @@ func (s *Sim) SetCoils(unitID uint8, addr uint16, values ...bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	copy(s.unitLocked(unitID).coils[addr:], values)
+}
+
+// SetFence makes unit fence as firmware would, at the fence registers that
+// begin at addr: a write-multiple-registers request at addr of at least four
+// registers carries a term in its first four (a big-endian int64, most
+// significant word first). The unit admits a term at least as high as the
+// highest it admitted, and answers a lower term, or a term that is not
+// positive, with [IllegalDataValue] and no change to its memory. A later
+// term is admitted whatever the registers after it hold: within one term
+// the token may rotate to a lower producer id.
+func (s *Sim) SetFence(unitID uint8, addr uint16) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.unitLocked(unitID)
+	u.fenced, u.fenceAt = true, addr
+}
+
+// HighestTerm returns the highest term the fence of unit admitted, and 0
+// before the first or without a fence.
+func (s *Sim) HighestTerm(unitID uint8) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.unitLocked(unitID).highestTerm
+}
+
+// admitFence applies the fence of u to req. It reports false when req is a
+// fence write that u refuses.
+func (u *unit) admitFence(req Request) bool {
+	if !u.fenced || req.Function != WriteMultipleRegisters || req.Address != u.fenceAt || len(req.Registers) < 4 {
+		return true
+	}
+	var term int64
+	for _, r := range req.Registers[:4] {
+		term = term<<16 | int64(r)
+	}
+	if term <= 0 || term < u.highestTerm {
+		return false
+	}
+	u.highestTerm = term
+	return true
 }
 
 func (s *Sim) unitLocked(id uint8) *unit {
@@ -260,6 +304,9 @@ func (s *Sim) act(req Request) outcome {
 		copy(u.coils[lo:hi], req.Coils)
 		return outcome{answer: true}
 	case WriteSingleRegister, WriteMultipleRegisters:
+		if !u.admitFence(req) {
+			return outcome{exception: IllegalDataValue, answer: true}
+		}
 		copy(u.registers[lo:hi], req.Registers)
 		return outcome{answer: true}
 	}

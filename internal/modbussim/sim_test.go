@@ -88,3 +88,42 @@ func TestTCPServer(t *testing.T) {
 		t.Errorf("an exception answer changed memory to %d", got)
 	}
 }
+
+// TestFenceRefusesALowerTerm writes fence registers as devices/modbus lays
+// them out (term, producer id, epoch) and checks the unit's decisions.
+func TestFenceRefusesALowerTerm(t *testing.T) {
+	s := New()
+	s.SetFence(1, 900)
+	stop := make(chan struct{})
+	fence := func(term int64, producerID int64, epoch uint16) Request {
+		regs := []uint16{uint16(term >> 48), uint16(term >> 32), uint16(term >> 16), uint16(term),
+			uint16(producerID >> 48), uint16(producerID >> 32), uint16(producerID >> 16), uint16(producerID), epoch}
+		return Request{Unit: 1, Function: WriteMultipleRegisters, Address: 900, Quantity: 9, Registers: regs}
+	}
+	steps := []struct {
+		req  Request
+		want Exception
+	}{
+		{fence(1<<33+7, 50, 3), 0},
+		{fence(1<<33+7, 2, 0), 0},                  // a rotation to a lower producer id within the term
+		{fence(1<<33+6, 900, 9), IllegalDataValue}, // an earlier term with a higher token
+		{fence(0, 60, 0), IllegalDataValue},        // no term
+		{fence(1<<33+9, 1, 0), 0},                  // a later term with a lower token
+		{Request{Unit: 2, Function: WriteMultipleRegisters, Address: 900, Quantity: 9, Registers: make([]uint16, 9)}, 0}, // another unit does not fence
+		{Request{Unit: 1, Function: WriteMultipleRegisters, Address: 950, Quantity: 4, Registers: make([]uint16, 4)}, 0}, // not at the fence address
+	}
+	for i, st := range steps {
+		out := s.serve(st.req, stop)
+		if out.exception != st.want || !out.answer {
+			t.Fatalf("step %d: exception %d (answer %v), want %d", i, out.exception, out.answer, st.want)
+		}
+	}
+	if got := s.HighestTerm(1); got != 1<<33+9 {
+		t.Fatalf("highest term %d", got)
+	}
+	// The refused writes left no trace in memory: the registers hold the
+	// last admitted write.
+	if got := s.HoldingRegisters(1, 900, 9); !reflect.DeepEqual(got, fence(1<<33+9, 1, 0).Registers) {
+		t.Fatalf("fence registers %v", got)
+	}
+}

@@ -17,10 +17,12 @@ import (
 
 // ErrFenced is the error of a dispatch that the fencing hardware refused,
 // marked dispatch.Rejected.
-var ErrFenced = errors.New("recorder: the hardware refused a stale token")
+var ErrFenced = errors.New("recorder: the hardware refused a stale term")
 
-// Device is the dispatch.Device that drives a Server. It is safe for
-// concurrent use, though the dispatcher never calls it concurrently.
+// Device is the dispatch.Device that drives a Server; it implements
+// dispatch.AuthorityDevice, so the Server receives the term beside the token.
+// It is safe for concurrent use, though the dispatcher never calls it
+// concurrently.
 type Device struct {
 	name   string
 	url    string
@@ -83,12 +85,19 @@ func (d *Device) findIssued(ctx context.Context, id string) (lag time.Duration, 
 	}
 }
 
-// Dispatch implements dispatch.Device.
+// Dispatch implements dispatch.Device: it dispatches under
+// coordination.NoTerm, which fencing hardware refuses.
 func (d *Device) Dispatch(ctx context.Context, cmd dispatch.Command, token coordination.FencingToken) (dispatch.Result, error) {
+	return d.DispatchUnder(ctx, cmd, coordination.Authority{Term: coordination.NoTerm, Token: token})
+}
+
+// DispatchUnder implements dispatch.AuthorityDevice.
+func (d *Device) DispatchUnder(ctx context.Context, cmd dispatch.Command, authority coordination.Authority) (dispatch.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return dispatch.Result{}, dispatch.Retryable(err) // nothing was sent
 	}
-	req := request{Device: d.name, CommandID: cmd.ID, Action: cmd.Action, Token: token.String(), Member: d.member}
+	token := authority.Token
+	req := request{Device: d.name, CommandID: cmd.ID, Action: cmd.Action, Term: int64(authority.Term), Token: token.String(), Member: d.member}
 	if d.log != nil {
 		lag, found, err := d.findIssued(ctx, cmd.ID)
 		if err != nil {
@@ -121,7 +130,7 @@ func (d *Device) Dispatch(ctx context.Context, cmd dispatch.Command, token coord
 	case statusActed:
 		return dispatch.Result{Detail: "acted"}, nil
 	case statusFenced:
-		return dispatch.Result{}, dispatch.Rejected(fmt.Errorf("%w: token %s", ErrFenced, token))
+		return dispatch.Result{}, dispatch.Rejected(fmt.Errorf("%w: %s", ErrFenced, authority))
 	case statusRejected:
 		return dispatch.Result{}, dispatch.Rejected(errors.New("recorder: the hardware rejected the command"))
 	case statusFailed:

@@ -2,6 +2,7 @@ package recorder
 
 import (
 	"errors"
+	"os"
 	"testing"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
@@ -27,31 +28,65 @@ func newServer(t *testing.T) *Server {
 	return s
 }
 
-func TestFencingHardwareRefusesStaleTokens(t *testing.T) {
+func TestFencingHardwareRefusesEarlierTerms(t *testing.T) {
 	s := newServer(t)
 	s.Behave("fenced", Behaviour{Fencing: true})
 	fenced := NewDevice("fenced", s.URL(), "m1")
 	plain := NewDevice("plain", s.URL(), "m1")
 	ctx := t.Context()
 	cmd := dispatch.Command{ID: "c1"}
-	if _, err := fenced.Dispatch(ctx, cmd, token(t, 5, 3)); err != nil {
+	under := func(term coordination.Term, id int64, epoch int16) coordination.Authority {
+		return coordination.Authority{Term: term, Token: token(t, id, epoch)}
+	}
+	if _, err := fenced.DispatchUnder(ctx, cmd, under(20, 5, 3)); err != nil {
 		t.Fatal(err)
 	}
-	_, err := fenced.Dispatch(ctx, cmd, token(t, 5, 2))
+	// A rotation to a lower producer id within the term is the same leader.
+	if _, err := fenced.DispatchUnder(ctx, cmd, under(20, 2, 0)); err != nil {
+		t.Fatalf("a rotation within the term: %v", err)
+	}
+	_, err := fenced.DispatchUnder(ctx, cmd, under(19, 50, 9))
 	if !errors.Is(err, ErrFenced) || !dispatch.IsRejected(err) {
-		t.Errorf("stale token: %v, want a rejected ErrFenced", err)
+		t.Errorf("an earlier term: %v, want a rejected ErrFenced", err)
+	}
+	_, err = fenced.Dispatch(ctx, cmd, token(t, 60, 0))
+	if !errors.Is(err, ErrFenced) || !dispatch.IsRejected(err) {
+		t.Errorf("no term: %v, want a rejected ErrFenced", err)
 	}
 	for range 2 {
-		if _, err := plain.Dispatch(ctx, cmd, token(t, 5, 2)); err != nil {
+		if _, err := plain.DispatchUnder(ctx, cmd, under(19, 5, 2)); err != nil {
 			t.Errorf("plain hardware: %v", err)
 		}
 	}
 	got := s.Dispatches()
-	if len(got) != 4 || !got[0].Accepted || got[1].Accepted || !got[2].Accepted || !got[3].Accepted {
-		t.Errorf("dispatches %+v", got)
+	accepted := []bool{true, true, false, false, true, true}
+	if len(got) != len(accepted) {
+		t.Fatalf("dispatches %+v", got)
 	}
-	if got[0].Token != token(t, 5, 3) || got[0].Member != "m1" || got[0].CommandID != "c1" {
+	for i, want := range accepted {
+		if got[i].Accepted != want {
+			t.Errorf("dispatch %d accepted %v, want %v: %+v", i, got[i].Accepted, want, got[i])
+		}
+	}
+	if got[0].Term != 20 || got[0].Token != token(t, 5, 3) || got[0].Member != "m1" || got[0].CommandID != "c1" {
 		t.Errorf("first dispatch %+v", got[0])
+	}
+}
+
+func TestCloseRemovesFenceState(t *testing.T) {
+	s, err := NewServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := s.fenceDir
+	s.Behave("fenced", Behaviour{Fencing: true})
+	if _, err := NewDevice("fenced", s.URL(), "m").DispatchUnder(t.Context(), dispatch.Command{ID: "c"},
+		coordination.Authority{Term: 3, Token: token(t, 1, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("fence directory after Close: %v", err)
 	}
 }
 

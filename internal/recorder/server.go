@@ -1,6 +1,6 @@
 // Package recorder is the recording device of the dispatch tests: a Server
 // that plays the hardware and records every dispatch that reaches it, with
-// its token, and a Device, the dispatch.Device that drives it over HTTP on
+// its term and token, and a Device, the dispatch.Device that drives it over HTTP on
 // loopback, from the test process or from a member process.
 //
 // At the moment it is called, a Device can read the command log
@@ -8,13 +8,13 @@
 // so a test proves "durable before dispatch" from the device's side.
 //
 // The Server plays two kinds of hardware: a fencing one, which refuses any
-// token below the highest it has admitted (dispatch.TokenFence), and a plain
-// one, which accepts everything and where a double dispatch after a
-// failover shows up, for the tests to count.
+// term below the highest it has admitted (a devices/fence Store in a
+// directory of its own), and a plain one, which accepts everything and where
+// a double dispatch after a failover shows up, for the tests to count.
 //
 // What it does not model: a device that acts and then fails to answer (every
 // refusal happens before the action), a slow network, and persistence across
-// a restart of the Server.
+// a restart of the Server: Close removes the fence's state.
 package recorder
 
 import (
@@ -23,17 +23,20 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
-	"github.com/krabka-io/krabka-dispatch/dispatch"
+	"github.com/krabka-io/krabka-dispatch/devices/fence"
 )
 
 // Dispatch is one call that reached the Server.
 type Dispatch struct {
 	Device    string                    `json:"device"`
 	CommandID string                    `json:"command_id"`
+	Term      coordination.Term         `json:"term"`
 	Token     coordination.FencingToken `json:"token"`
 	Member    string                    `json:"member"`
 	// Logged reports whether the Device found the command's Issued record
@@ -52,8 +55,9 @@ type Dispatch struct {
 
 // Behaviour is how the Server answers for one device name.
 type Behaviour struct {
-	// Fencing turns the token fence on: a token below the highest admitted
-	// is refused, and the Device returns a rejected error.
+	// Fencing turns the fence on: a term below the highest admitted, or a
+	// dispatch without a term, is refused, and the Device returns a rejected
+	// error.
 	Fencing bool
 
 	// FailFirst makes the first FailFirst calls of each command fail
@@ -76,26 +80,39 @@ type Server struct {
 	listener net.Listener
 	http     *http.Server
 	done     chan struct{}
+	fenceDir string
 
 	mu         sync.Mutex
 	behaviours map[string]Behaviour
-	fences     map[string]*dispatch.TokenFence
+	fence      *fence.Store   // keyed by device name
 	calls      map[string]int // by device and command
 	dispatches []Dispatch
 	blocked    chan Dispatch
 }
 
-// NewServer starts a Server on a free loopback port. Close stops it.
+// NewServer starts a Server on a free loopback port, with its fence state in
+// a new temporary directory. Close stops it and removes that directory.
 func NewServer() (*Server, error) {
+	dir, err := os.MkdirTemp("", "recorder-fence-")
+	if err != nil {
+		return nil, fmt.Errorf("recorder: fence directory: %w", err)
+	}
+	store, err := fence.Open(filepath.Join(dir, "fence.json"))
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("recorder: %w", err)
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
+		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("recorder: listen: %w", err)
 	}
 	s := &Server{
 		listener:   l,
 		done:       make(chan struct{}),
+		fenceDir:   dir,
 		behaviours: make(map[string]Behaviour),
-		fences:     make(map[string]*dispatch.TokenFence),
+		fence:      store,
 		calls:      make(map[string]int),
 		blocked:    make(chan Dispatch, 64),
 	}
@@ -112,10 +129,11 @@ func NewServer() (*Server, error) {
 // URL is the base URL that a Device posts to.
 func (s *Server) URL() string { return "http://" + s.listener.Addr().String() }
 
-// Close stops the Server and waits for it.
+// Close stops the Server, waits for it, and removes the fence's state.
 func (s *Server) Close() {
 	_ = s.http.Close()
 	<-s.done
+	_ = os.RemoveAll(s.fenceDir)
 }
 
 // Behave sets the behaviour of one device name.
@@ -140,6 +158,7 @@ type request struct {
 	Device     string        `json:"device"`
 	CommandID  string        `json:"command_id"`
 	Action     string        `json:"action"`
+	Term       int64         `json:"term"`
 	Token      string        `json:"token"`
 	Member     string        `json:"member"`
 	Logged     bool          `json:"logged"`
@@ -166,7 +185,7 @@ func (s *Server) serveDispatch(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	d := Dispatch{Device: req.Device, CommandID: req.CommandID, Token: token, Member: req.Member,
+	d := Dispatch{Device: req.Device, CommandID: req.CommandID, Term: coordination.Term(req.Term), Token: token, Member: req.Member,
 		Logged: req.Logged, LogChecked: req.LogChecked, LogLag: req.LogLag, At: time.Now()}
 
 	s.mu.Lock()
@@ -190,16 +209,13 @@ func (s *Server) serveDispatch(w http.ResponseWriter, r *http.Request) {
 	case n <= b.FailFirst:
 		status = statusFailed
 	case b.Fencing:
-		fence := s.fences[req.Device]
-		if fence == nil {
-			fence = &dispatch.TokenFence{}
-			s.fences[req.Device] = fence
-		}
-		if err := fence.Admit(token); err != nil {
-			var stale *dispatch.StaleTokenError
-			if errors.As(err, &stale) {
-				status = statusFenced
-			}
+		err := s.fence.Admit(req.Device, coordination.Authority{Term: d.Term, Token: token})
+		switch {
+		case errors.Is(err, fence.ErrStaleTerm), errors.Is(err, fence.ErrNoTerm), errors.Is(err, fence.ErrNoToken):
+			status = statusFenced
+		case err != nil:
+			// The state could not be written: refuse without acting.
+			status = statusFailed
 		}
 	}
 	d.Accepted = status == statusActed

@@ -93,7 +93,7 @@ func run() error {
 			}
 			continue
 		}
-		logger.Warn("leading", "token", l.Token())
+		logger.Warn("leading", "term", l.Term(), "token", l.Token())
 		err = lead(ctx, l, addrs, source, client, *devices, *member, *logTopic, *requestsTopic, *margin, *redispatch, logger)
 		logger.Warn("leadership ended", "err", err)
 		if ctx.Err() != nil {

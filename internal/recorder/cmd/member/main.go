@@ -125,7 +125,7 @@ func run() error {
 			fmt.Fprintln(os.Stderr, "member: acquire:", err)
 			continue
 		}
-		fmt.Printf("leading %s\n", l.Token())
+		fmt.Printf("leading %s\n", l.Authority())
 		d, err := dispatch.NewDispatcher(l, registry, logReader,
 			dispatch.WithLogTopic(*logTopic, *partitions),
 			dispatch.WithRequestsTopic(*requestsTopic, *partitions),

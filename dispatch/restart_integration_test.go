@@ -1,0 +1,101 @@
+//go:build integration
+
+package dispatch_test
+
+import (
+	"context"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/internal/recorder"
+)
+
+// TestRestartUnderSameMemberWhileOldPaused pauses a leader (SIGSTOP) and
+// starts a new process under the same member id, as a supervisor that
+// believes the old one dead would. The new incarnation must not take the
+// role before the deadline of the lease the paused one holds, however its
+// own member id reads in that lease; once it leads, the paused one, resumed,
+// is fenced, and no command reaches the device from both.
+func TestRestartUnderSameMemberWhileOldPaused(t *testing.T) {
+	c := realCluster(t)
+	tp := c.newTopics(t)
+	role := testRole(t)
+	server := newRecorder(t)
+	old := startIncarnation(t, c, tp, role, "old", "node-1", server, "plain", "")
+	old.waitLine(t, "leading", 30*time.Second)
+	client := newClient(t, c, tp)
+
+	result := stream(t, client, role, "cmd", 120, "plain")
+	waitDispatches(t, server, "20 dispatches", 30*time.Second, func(d []recorder.Dispatch) bool { return len(d) >= 20 })
+	old.signal(t, syscall.SIGSTOP)
+	deadline := leaseDeadline(t, c, role, "node-1")
+
+	fresh := startIncarnation(t, c, tp, role, "new", "node-1", server, "plain", "")
+	line := fresh.waitLine(t, "leading", 30*time.Second)
+	leadingAt := time.Now()
+	if leadingAt.Before(deadline) {
+		t.Fatalf("the new incarnation led at %s, before the deadline %s of the paused incarnation's lease", leadingAt.Format(time.StampMilli), deadline.Format(time.StampMilli))
+	}
+	first, err := coordination.ParseFencingToken(strings.TrimPrefix(line, "leading "))
+	if err != nil {
+		t.Fatalf("the new incarnation printed %q: %v", line, err)
+	}
+	t.Logf("the new incarnation led %v after the lease deadline, under %s", leadingAt.Sub(deadline), first)
+
+	old.drain()
+	old.signal(t, syscall.SIGCONT)
+	t.Logf("old incarnation after SIGCONT: %s", old.waitLine(t, "halted", 30*time.Second))
+	accepted := <-result
+
+	_, entries := waitSettled(t, c, tp, role.String(), accepted, 90*time.Second)
+	verifyLog(t, entries)
+	checkDurableBeforeDispatch(t, entries, server.Dispatches())
+
+	// Both incarnations write under the role's one producer id, and the new
+	// one's epochs all follow the first it minted.
+	byOld, byNew := map[string]bool{}, map[string]bool{}
+	for _, d := range server.Dispatches() {
+		if !d.Accepted {
+			continue
+		}
+		if d.Token.ProducerID() == first.ProducerID() && d.Token.ProducerEpoch() >= first.ProducerEpoch() {
+			byNew[d.CommandID] = true
+		} else {
+			byOld[d.CommandID] = true
+		}
+	}
+	for id := range byNew {
+		if byOld[id] {
+			t.Errorf("command %s was dispatched by both incarnations of node-1", id)
+		}
+	}
+	if len(byNew) == 0 {
+		t.Error("the new incarnation dispatched nothing")
+	}
+	t.Logf("%d commands accepted; dispatched by the old incarnation %d, by the new %d", len(accepted), len(byOld), len(byNew))
+}
+
+// leaseDeadline reads the deadline of the role's lease, which must name
+// member.
+func leaseDeadline(t *testing.T, c cluster, role coordination.Role, member string) time.Time {
+	t.Helper()
+	transport, err := coordination.NewKafkaTransport(coordination.DefaultLeaseConfig(), c.brokers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer transport.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	state, err := coordination.DescribeRoleState(ctx, transport, role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder, ok := state.Holder()
+	if !ok || holder.String() != member {
+		t.Fatalf("the lease of %s names %v (held %t), want %s", role, holder, ok, member)
+	}
+	return time.UnixMilli(state.Lease.Deadline)
+}
