@@ -180,6 +180,7 @@ type ProducerIDEpoch struct {
 	Epoch      int16
 }
 
+// String writes the producer_id:epoch form.
 func (p ProducerIDEpoch) String() string { return fmt.Sprintf("%d:%d", p.ProducerID, p.Epoch) }
 
 // BumpEpoch moves the epoch of transactionalID to target with bare
@@ -192,11 +193,11 @@ func (p ProducerIDEpoch) String() string { return fmt.Sprintf("%d:%d", p.Produce
 //
 // Every request fences the producer that held the id before, and aborts its
 // open transaction. The requests go to the coordinator of transactionalID on
-// one connection, [bumpWindow] at a time. The target may be [ExhaustedEpoch]
-// at most: the next InitProducerId, commit or abort there rotates the
-// producer id.
-// It fails the test when another client bumps the id at the same time, and
-// logs its progress every few thousand epochs.
+// one connection, [bumpWindow] at a time; a request that a broker refuses
+// because the coordinator moved goes again to the new one. The target may be
+// [ExhaustedEpoch] at most: the next InitProducerId, commit or abort there
+// rotates the producer id. It fails the test when another client bumps the
+// id at the same time, and logs its progress every few thousand epochs.
 func BumpEpoch(t testing.TB, brokers []string, transactionalID string, target int16) ProducerIDEpoch {
 	t.Helper()
 	if target < 0 || target > ExhaustedEpoch {
@@ -205,10 +206,42 @@ func BumpEpoch(t testing.TB, brokers []string, transactionalID string, target in
 	cl := rawClient(t, brokers)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	node := TxnCoordinator(t, brokers, transactionalID)
 	start := time.Now()
+	var (
+		mu   sync.Mutex
+		node = TxnCoordinator(t, brokers, transactionalID)
+	)
+	// bump sends one InitProducerId to the coordinator. A request that
+	// another broker refused because the coordinator moved, or is loading,
+	// did not apply; it is sent again to the coordinator of the moment.
+	bump := func() (ProducerIDEpoch, error) {
+		for {
+			mu.Lock()
+			n := node
+			mu.Unlock()
+			got, err := initProducerID(ctx, cl.Broker(n), &transactionalID)
+			if !notApplied(err) {
+				return got, err
+			}
+			moved, ferr := txnCoordinator(ctx, cl, transactionalID, 0)
+			if ferr != nil {
+				return got, fmt.Errorf("%w; then: %w", err, ferr)
+			}
+			mu.Lock()
+			if node != moved {
+				t.Logf("kafkatest: the coordinator of %s moved from broker %d to broker %d", transactionalID, node, moved)
+				node = moved
+			}
+			mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return got, fmt.Errorf("%w (last: %w)", ctx.Err(), err)
+			case <-time.After(pollInterval):
+			}
+		}
+	}
 
-	first, err := initProducerID(ctx, cl.Broker(node), &transactionalID)
+	first, err := bump()
 	if err != nil {
 		t.Fatalf("kafkatest: bump epoch of %s: %v", transactionalID, err)
 	}
@@ -219,7 +252,6 @@ func BumpEpoch(t testing.TB, brokers []string, transactionalID string, target in
 	// Issue exactly the bumps that remain, from bumpWindow goroutines on
 	// the connection to the coordinator; each answer is one epoch.
 	var (
-		mu      sync.Mutex
 		issued  = int(first.Epoch)
 		last    = first
 		failure error
@@ -236,7 +268,7 @@ func BumpEpoch(t testing.TB, brokers []string, transactionalID string, target in
 				}
 				issued++
 				mu.Unlock()
-				got, err := initProducerID(ctx, cl.Broker(node), &transactionalID)
+				got, err := bump()
 				mu.Lock()
 				switch {
 				case err != nil:
@@ -263,6 +295,15 @@ func BumpEpoch(t testing.TB, brokers []string, transactionalID string, target in
 	}
 	t.Logf("kafkatest: %s bumped from %s to %s in %v", transactionalID, first, last, time.Since(start).Round(time.Millisecond))
 	return last
+}
+
+// notApplied reports whether the coordinator refused an InitProducerId
+// without applying it: it is not the coordinator (any more), it is still
+// loading the transactional ids, or another transition of the id is in
+// flight.
+func notApplied(err error) bool {
+	return errors.Is(err, kerr.NotCoordinator) || errors.Is(err, kerr.CoordinatorNotAvailable) ||
+		errors.Is(err, kerr.CoordinatorLoadInProgress) || errors.Is(err, kerr.ConcurrentTransactions)
 }
 
 func cmpErr(first, err error) error {
