@@ -6,12 +6,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/devices/fence"
 	"github.com/krabka-io/krabka-dispatch/internal/kafkatest"
 )
 
@@ -31,7 +33,8 @@ const exhaustionHeadroom = 24
 // the role afterwards holds a higher term although its producer id is below
 // the one the deposed leader started with, the deposed leader's write fails
 // with ErrFenced, and the authority of the successor outranks the deposed
-// one's.
+// one's. A device fence admits the leader's authority on both sides of the
+// rotation, then the successor's, and refuses the deposed leader's.
 //
 // The test stops the coordinator's broker, so it holds the fault lock and
 // restarts the broker before the successor takes the role.
@@ -63,12 +66,29 @@ func TestKafkaEpochExhaustionAfterCoordinatorMove(t *testing.T) {
 
 	// The broker that coordinates the role mints its first producer id from
 	// a block above the other brokers' blocks, and the epoch of that id is
-	// pushed to a few bumps short of exhaustion before any member runs.
+	// pushed to a few bumps short of exhaustion before any member runs. The
+	// preferred leaders go back in place first, so no leader rebalance
+	// after an earlier restart moves the coordinator during the test.
+	kafkatest.ElectPreferredLeaders(t, brokers, "__transaction_state")
 	first := kafkatest.TxnCoordinator(t, brokers, role.String())
-	kafkatest.RaiseProducerIDBlock(t, brokers, first)
+	block := kafkatest.RaiseProducerIDBlock(t, brokers, first)
 	start := time.Now()
 	pushed := kafkatest.BumpEpoch(t, brokers, role.String(), kafkatest.ExhaustedEpoch-exhaustionHeadroom)
 	t.Logf("the epoch of %s reached %s at broker %d in %v", role, pushed, first, time.Since(start).Round(time.Millisecond))
+	if now := kafkatest.TxnCoordinator(t, brokers, role.String()); now != first || pushed.ProducerID < block {
+		t.Fatalf("the coordinator of %s moved from broker %d to %d, or minted producer id %d below broker %d's block of %d", role, first, now, pushed.ProducerID, first, block)
+	}
+
+	// Every other broker still hands out ids below the role's: a broker
+	// restarted in the meantime would hold a fresh block above it.
+	for n := 1; n <= kafkatest.NumBrokers; n++ {
+		if n == first {
+			continue
+		}
+		if id := kafkatest.MintProducerID(t, brokers, n); id >= pushed.ProducerID {
+			t.Fatalf("broker %d hands out producer id %d, above the role's %d: was it restarted during the test?", n, id, pushed.ProducerID)
+		}
+	}
 
 	// Move the coordinator: stop its broker, and wait until another broker
 	// coordinates the role and has loaded its state.
@@ -98,6 +118,17 @@ func TestKafkaEpochExhaustionAfterCoordinatorMove(t *testing.T) {
 	}
 	term := a.Term()
 	t.Logf("A holds term %s with token %s", term, acquired)
+	// A device fence sees A's commands on both sides of the rotation and
+	// then the successor's.
+	device, err := fence.Open(filepath.Join(t.TempDir(), "fence.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const valve = "valve-1"
+	firstAuthority := a.Authority()
+	if err := device.Admit(valve, firstAuthority); err != nil {
+		t.Fatalf("the fence refuses A's first authority %s: %v", firstAuthority, err)
+	}
 
 	records := 0
 	write := func(l *coordination.Leadership, name string) (coordination.FencingToken, error) {
@@ -148,6 +179,9 @@ func TestKafkaEpochExhaustionAfterCoordinatorMove(t *testing.T) {
 		t.Fatalf("the rotation from %s went to %s; want a lower producer id at epoch 0, which broker %d's older block gives", before, after, moved)
 	}
 	assertAuthoritative(ctx, t, transport(), a)
+	if err := device.Admit(valve, a.Authority()); err != nil {
+		t.Fatalf("the fence refuses A's authority %s after the rotation to a lower producer id: %v", a.Authority(), err)
+	}
 
 	// Past the rotation A keeps renewing and writing under the new
 	// producer id, in the same term.
@@ -229,6 +263,19 @@ func TestKafkaEpochExhaustionAfterCoordinatorMove(t *testing.T) {
 	successor := b.Authority()
 	if successor.Compare(deposedAuthority) <= 0 || deposedAuthority.Compare(successor) >= 0 {
 		t.Fatalf("authority %s does not outrank %s", successor, deposedAuthority)
+	}
+	if err := device.Admit(valve, successor); err != nil {
+		t.Fatalf("the fence refuses the successor's authority %s: %v", successor, err)
+	}
+	// The deposed leader is refused by its term, with its last token and
+	// with its first, whose producer id is above the successor's.
+	for _, old := range []coordination.Authority{deposedAuthority, firstAuthority} {
+		err = device.Admit(valve, old)
+		var stale *fence.StaleTermError
+		if !errors.As(err, &stale) || !errors.Is(err, fence.ErrStaleTerm) {
+			t.Fatalf("the fence answers the deposed authority %s with %v, want a StaleTermError", old, err)
+		}
+		t.Logf("after the successor's %s the fence refuses %s: %v", successor, old, err)
 	}
 }
 
