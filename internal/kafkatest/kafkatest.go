@@ -10,7 +10,8 @@
 // [TxnCoordinator] names the broker that coordinates a transactional id,
 // [BumpEpoch] takes the id's epoch to the end of its range in seconds, and
 // [RaiseProducerIDBlock] makes a rotation at another broker land on a lower
-// producer id.
+// producer id; [ElectPreferredLeaders] keeps a leader rebalance from moving a
+// coordinator during such a test.
 // The fault lock keeps a test that kills a broker apart from the tests of
 // every other package, which `go test ./...` runs at the same time. The script
 // writes the variables these read to .run/kafka/env; scripts/test.sh sources
