@@ -158,9 +158,15 @@ type TLS struct {
 	// ServerName overrides the name checked against the broker certificate.
 	ServerName string `yaml:"server_name" json:"server_name,omitempty"`
 
-	// InsecureSkipVerify disables the check of the broker certificate. For
-	// tests only.
+	// InsecureSkipVerify disables the check of the broker certificate, so
+	// anyone on the path can pose as a broker. For tests only: validation
+	// refuses it unless AllowUnverifiedBrokers confirms it.
 	InsecureSkipVerify bool `yaml:"insecure_skip_verify" json:"insecure_skip_verify,omitempty"`
+
+	// AllowUnverifiedBrokers confirms InsecureSkipVerify: the operator
+	// accepts that a party on the network path can impersonate the brokers
+	// and read or forge the command log. It has no other effect.
+	AllowUnverifiedBrokers bool `yaml:"allow_unverified_brokers" json:"allow_unverified_brokers,omitempty"`
 }
 
 // SASL configures SASL authentication, through franz-go's sasl packages.
@@ -182,6 +188,12 @@ type SASL struct {
 
 	// PasswordEnv names an environment variable that holds the password.
 	PasswordEnv string `yaml:"password_env" json:"password_env,omitempty"`
+
+	// AllowPlaintextPassword confirms the PLAIN mechanism without kafka.tls:
+	// the operator accepts that the password crosses the network in clear
+	// text, readable by anyone on the path. Validation refuses PLAIN
+	// without TLS unless it is set; it has no other effect.
+	AllowPlaintextPassword bool `yaml:"allow_plaintext_password" json:"allow_plaintext_password,omitempty"`
 }
 
 // Lease holds the timings of the leadership lease. The lease decides when a

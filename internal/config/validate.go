@@ -89,12 +89,11 @@ func (k *Kafka) validate(v *validator) {
 		fileReadable(v, "kafka.tls.ca_file", t.CAFile)
 		fileReadable(v, "kafka.tls.cert_file", t.CertFile)
 		fileReadable(v, "kafka.tls.key_file", t.KeyFile)
-		if (t.CertFile == "") != (t.KeyFile == "") {
-			if t.CertFile == "" {
-				v.add("kafka.tls.cert_file", "", "key_file is set: give cert_file too, or neither")
-			} else {
-				v.add("kafka.tls.key_file", "", "cert_file is set: give key_file too, or neither")
-			}
+		bothOrNeither(v, "kafka.tls.cert_file", t.CertFile, "kafka.tls.key_file", t.KeyFile)
+		if t.InsecureSkipVerify && !t.AllowUnverifiedBrokers {
+			v.hint("kafka.tls.insecure_skip_verify", "true",
+				"turns off the check of the broker certificate, so anyone on the network path can pose as a broker and read or forge the command log",
+				"trust the brokers' authority with kafka.tls.ca_file instead, or accept the risk with kafka.tls.allow_unverified_brokers: true")
 		}
 	}
 	if s := k.SASL; s != nil {
@@ -107,6 +106,21 @@ func (k *Kafka) validate(v *validator) {
 			v.add("kafka.sasl.username", "", "required with sasl")
 		}
 		secretSource(v, "kafka.sasl.password", s.Password, s.PasswordFile, s.PasswordEnv, true, true)
+		if s.Mechanism == MechanismPlain && k.TLS == nil && !s.AllowPlaintextPassword {
+			v.hint("kafka.sasl.mechanism", s.Mechanism,
+				"PLAIN without kafka.tls sends the password in clear text, readable by anyone on the network path",
+				"turn on kafka.tls, or use "+MechanismScramSHA512+", or accept the risk with kafka.sasl.allow_plaintext_password: true")
+		}
+	}
+}
+
+// bothOrNeither reports a pair of settings of which only one is set.
+func bothOrNeither(v *validator, fieldA, a, fieldB, b string) {
+	switch {
+	case a == "" && b != "":
+		v.add(fieldA, "", "%s is set: give %s too, or neither", leaf(fieldB), leaf(fieldA))
+	case a != "" && b == "":
+		v.add(fieldB, "", "%s is set: give %s too, or neither", leaf(fieldA), leaf(fieldB))
 	}
 }
 
