@@ -50,14 +50,15 @@ func LoadCertPool(file string) (*x509.CertPool, error) {
 }
 
 // validate checks the combinations of the section; the member's files are
-// read by checkServerFiles.
-func (t *HTTPTLS) validate(v *validator) {
+// read by checkServerFiles. With the server off (an operator's file) the
+// member's certificate is not required.
+func (t *HTTPTLS) validate(v *validator, serving bool) {
 	switch {
 	case t.ClientCAFile != "" && (t.CertFile == "" || t.KeyFile == ""):
 		v.hint("http.tls.client_ca_file", t.ClientCAFile,
 			"demands client certificates, which only a server with its own certificate can ask for",
 			"set http.tls.cert_file and http.tls.key_file too")
-	case t.CertFile == "" && t.KeyFile == "":
+	case t.CertFile == "" && t.KeyFile == "" && serving:
 		v.add("http.tls.cert_file", "", "required with http.tls: the member's PEM certificate (and key_file its key)")
 	default:
 		bothOrNeither(v, "http.tls.cert_file", t.CertFile, "http.tls.key_file", t.KeyFile)

@@ -69,3 +69,31 @@ func TestHTTPTLSFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestHTTPTLSOperatorFile: a file whose server is off needs no member
+// certificate, so an operator's file may carry only what the commands use.
+func TestHTTPTLSOperatorFile(t *testing.T) {
+	const head = "role: r\nmember: m\nkafka:\n  brokers: [h:1]\nhttp:\n"
+	tlsOnly := "  tls:\n    ca_file: ca.pem\n    client_cert_file: op.pem\n    client_key_file: op-key.pem\n"
+	for _, tc := range []struct {
+		text  string
+		field string
+	}{
+		{head + "  listen: \"off\"\n" + tlsOnly, ""},
+		{head + tlsOnly, "http.tls.cert_file"},
+	} {
+		c, err := Parse([]byte(tc.text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Complete()
+		err = c.Validate()
+		var verr *ValidationError
+		switch {
+		case tc.field == "" && err != nil:
+			t.Errorf("server off: %v", err)
+		case tc.field != "" && (!errors.As(err, &verr) || verr.Field(tc.field) == nil):
+			t.Errorf("server on: Validate = %v, want a fault of %s", err, tc.field)
+		}
+	}
+}

@@ -182,7 +182,7 @@ func (h *HTTP) validate(v *validator) {
 		v.add("http.protect_reads", "true", "needs a token: set http.token, http.token_file or http.token_env")
 	}
 	if h.TLS != nil {
-		h.TLS.validate(v)
+		h.TLS.validate(v, h.Listen != HTTPOff)
 	}
 }
 
