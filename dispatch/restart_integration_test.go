@@ -4,7 +4,7 @@ package dispatch_test
 
 import (
 	"context"
-	"strings"
+	"fmt"
 	"syscall"
 	"testing"
 	"time"
@@ -39,11 +39,13 @@ func TestRestartUnderSameMemberWhileOldPaused(t *testing.T) {
 	if leadingAt.Before(deadline) {
 		t.Fatalf("the new incarnation led at %s, before the deadline %s of the paused incarnation's lease", leadingAt.Format(time.StampMilli), deadline.Format(time.StampMilli))
 	}
-	first, err := coordination.ParseFencingToken(strings.TrimPrefix(line, "leading "))
-	if err != nil {
+	var term int64
+	var token string
+	if _, err := fmt.Sscanf(line, "leading term %d token %s", &term, &token); err != nil {
 		t.Fatalf("the new incarnation printed %q: %v", line, err)
 	}
-	t.Logf("the new incarnation led %v after the lease deadline, under %s", leadingAt.Sub(deadline), first)
+	first := coordination.Term(term)
+	t.Logf("the new incarnation led %v after the lease deadline, under term %s token %s", leadingAt.Sub(deadline), first, token)
 
 	old.drain()
 	old.signal(t, syscall.SIGCONT)
@@ -54,14 +56,13 @@ func TestRestartUnderSameMemberWhileOldPaused(t *testing.T) {
 	verifyLog(t, entries)
 	checkDurableBeforeDispatch(t, entries, server.Dispatches())
 
-	// Both incarnations write under the role's one producer id, and the new
-	// one's epochs all follow the first it minted.
+	// Each incarnation dispatches under the term of its own leadership.
 	byOld, byNew := map[string]bool{}, map[string]bool{}
 	for _, d := range server.Dispatches() {
 		if !d.Accepted {
 			continue
 		}
-		if d.Token.ProducerID() == first.ProducerID() && d.Token.ProducerEpoch() >= first.ProducerEpoch() {
+		if d.Term.Compare(first) >= 0 {
 			byNew[d.CommandID] = true
 		} else {
 			byOld[d.CommandID] = true

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,29 +26,56 @@ const EnvToken = "DISPATCHER_TOKEN"
 type APIOptions struct {
 	URL   string
 	Token string
+
+	// CACert, Cert and Key reach a member that serves https: the
+	// authorities to trust instead of the host's roots, and the client
+	// certificate and key to present when the member demands one.
+	CACert string
+	Cert   string
+	Key    string
+
+	// tlsConfig is built by complete from CACert, Cert and Key; nil for
+	// Go's defaults.
+	tlsConfig *tls.Config
 }
 
 // AddFlags registers the flags on fs.
 func (o *APIOptions) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.URL, "url", "", "base URL of any member's HTTP API, such as http://10.0.0.1:8080 (a standby redirects to the leader)")
+	fs.StringVar(&o.URL, "url", "", "base URL of any member's HTTP API, such as https://10.0.0.1:8080 (a standby redirects to the leader)")
 	fs.StringVar(&o.Token, "token", "", "bearer token of the API (default $"+EnvToken+", then the http section of --config)")
+	fs.StringVar(&o.CACert, "cacert", "", "PEM bundle of the authorities that sign the members' certificates (default http.tls.ca_file of --config, then the host's roots)")
+	fs.StringVar(&o.Cert, "cert", "", "PEM client certificate for members that demand one (default http.tls.client_cert_file of --config)")
+	fs.StringVar(&o.Key, "key", "", "PEM key of --cert (default http.tls.client_key_file of --config)")
 }
 
 // complete fills the URL and the token from the flags, then the
 // environment, then the configuration c (nil when no -c was given): the
 // URL of this member in c's members list, else its http.listen address, and
 // the token from c's http section. The token is a member's secret; it is
-// resolved here, and only by a command that goes over the HTTP API.
+// resolved here, and only by a command that goes over the HTTP API. The
+// TLS files come from the flags, else from c's http.tls section.
 func (o *APIOptions) complete(c *config.Config) error {
 	if o.URL == "" && c != nil {
 		o.URL = memberURL(c)
 	}
 	o.URL = strings.TrimRight(o.URL, "/")
+	if c != nil && c.HTTP.TLS != nil {
+		t := c.HTTP.TLS
+		if o.CACert == "" {
+			o.CACert = t.CAFile
+		}
+		if o.Cert == "" && o.Key == "" {
+			o.Cert, o.Key = t.ClientCertFile, t.ClientKeyFile
+		}
+	}
+	if err := o.completeTLS(); err != nil {
+		return err
+	}
 	if o.Token == "" {
 		o.Token = os.Getenv(EnvToken)
 	}
 	if o.Token == "" && c != nil && o.URL != "" {
-		if err := c.CheckMemberSecrets(); err != nil {
+		if err := c.CheckToken(); err != nil {
 			return withCode(ExitUsage, err)
 		}
 		tok, err := c.HTTP.ResolveToken()
@@ -75,7 +103,39 @@ func memberURL(c *config.Config) string {
 	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		host = "127.0.0.1"
 	}
-	return "http://" + net.JoinHostPort(host, port)
+	scheme := "http"
+	if c.HTTP.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
+}
+
+// completeTLS reads the TLS files the options name into the client's
+// *tls.Config: TLS 1.2 or later, as the members serve.
+func (o *APIOptions) completeTLS() error {
+	if o.CACert == "" && o.Cert == "" && o.Key == "" {
+		return nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if o.CACert != "" {
+		pool, err := config.LoadCertPool(o.CACert)
+		if err != nil {
+			return usageErrorf("--cacert: %v", err)
+		}
+		cfg.RootCAs = pool
+	}
+	switch {
+	case (o.Cert == "") != (o.Key == ""):
+		return usageErrorf("give --cert and --key together, or neither")
+	case o.Cert != "":
+		cert, err := tls.LoadX509KeyPair(o.Cert, o.Key)
+		if err != nil {
+			return usageErrorf("--cert and --key: %v", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	o.tlsConfig = cfg
+	return nil
 }
 
 // The backoff of a request that a member answered 503 Service Unavailable:
@@ -121,8 +181,12 @@ func (o *APIOptions) postOnce(ctx context.Context, timeout time.Duration, path s
 	}
 	req.Header.Set("Content-Type", "application/json")
 	token := o.Token
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.TLSClientConfig = o.tlsConfig
+	defer transport.CloseIdleConnections()
 	hc := &http.Client{
-		Timeout: timeout,
+		Transport: transport,
+		Timeout:   timeout,
 		// The leader's URL comes from the members list; the token goes
 		// along to it, as the members share it.
 		CheckRedirect: func(r *http.Request, via []*http.Request) error {

@@ -45,7 +45,10 @@ redispatch does not succeed.
 
 With -c it asks the member that file configures (its entry in members, else
 its http.listen address) with the file's HTTP token, unless --url, --token
-or $DISPATCHER_TOKEN say otherwise.`,
+or $DISPATCHER_TOKEN say otherwise. Over https it trusts --cacert (else the
+file's http.tls.ca_file, else the host's roots) and presents --cert and
+--key (else http.tls.client_cert_file and client_key_file) to a member that
+demands a client certificate.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			o.id = a[0]

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,7 +51,10 @@ for dispatch.shutdown_timeout, cancels what is left, resigns so a standby
 takes over at once, and exits 0.
 
 The HTTP server (http.listen) serves the API, the status page at /, the
-health endpoints /livez, /readyz and /leaderz, and Prometheus /metrics.
+health endpoints /livez, /readyz and /leaderz, and Prometheus /metrics;
+over TLS when http.tls is set, with client certificates required when
+http.tls.client_ca_file is, and with the token demanded for every read but
+the health endpoints when http.protect_reads is.
 OpenTelemetry reads the standard OTEL_* variables; traces are exported when
 OTEL_EXPORTER_OTLP_ENDPOINT is set.`,
 		Args: args(cobra.NoArgs),
@@ -173,7 +177,7 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return withCode(ExitUsage, err)
 	}
-	stopHTTP, err := o.serveHTTP(cfg, httpapi.NewHandler(m, httpapi.Options{Token: token, Metrics: tel.metrics, Logger: logger}), logger)
+	stopHTTP, err := o.serveHTTP(cfg, httpapi.NewHandler(m, httpapi.Options{Token: token, ProtectReads: cfg.HTTP.ProtectReads, Metrics: tel.metrics, Logger: logger}), logger)
 	if err != nil {
 		return err
 	}
@@ -192,11 +196,26 @@ func (o *RunOptions) serveHTTP(cfg *config.Config, h http.Handler, logger *slog.
 	if cfg.HTTP.Listen == config.HTTPOff {
 		return func() {}, nil
 	}
+	var tlsConfig *tls.Config
+	scheme := "http"
+	if cfg.HTTP.TLS != nil {
+		c, err := cfg.HTTP.TLS.ServerConfig()
+		if err != nil {
+			return nil, withCode(ExitUsage, err)
+		}
+		tlsConfig, scheme = c, "https"
+	}
 	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
 	if err != nil {
 		return nil, withCode(ExitUsage, fmt.Errorf("http.listen %s: %w", cfg.HTTP.Listen, err))
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	if tlsConfig != nil {
+		ln = tls.NewListener(ln, tlsConfig)
+	}
+	// A refused handshake (no client certificate, an unknown authority)
+	// is logged as a warning, not to the process's standard error.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConfig,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -205,7 +224,7 @@ func (o *RunOptions) serveHTTP(cfg *config.Config, h http.Handler, logger *slog.
 		}
 	}()
 	addr := ln.Addr().String()
-	logger.Info("http listening", "url", "http://"+addr)
+	logger.Info("http listening", "url", scheme+"://"+addr, "protect_reads", cfg.HTTP.ProtectReads)
 	if o.serving != nil {
 		o.serving(addr)
 	}

@@ -55,6 +55,8 @@ func NewSubmitCommand(streams Streams) *cobra.Command {
 standby redirects to the leader); without, it writes the command to the
 requests topic, where the leader takes it in exactly once. The command ID is
 the idempotency key: submitting the same ID again never dispatches twice.
+An https --url is verified against --cacert (else the host's roots), and
+--cert and --key answer a member that demands a client certificate.
 
 --wait waits for the outcome (bounded by --timeout) and exits 7 unless the
 command succeeded.`,

@@ -176,7 +176,13 @@ func (o *TopicsOptions) Run(ctx context.Context) error {
 		names[i] = s.name
 	}
 	fmt.Fprintf(o.Err, "checking topics %s\n", strings.Join(names, ", "))
-	details, err := adm.ListTopics(ctx, names...)
+	grace := time.Duration(0)
+	if o.Check {
+		// Only a check reports a missing topic; creating one that exists
+		// already is harmless.
+		grace = missingGrace
+	}
+	details, err := listTopics(ctx, adm, names, grace)
 	if err != nil {
 		return unavailable(ctx, err)
 	}
@@ -257,6 +263,38 @@ func (o *TopicsOptions) reconcile(ctx context.Context, adm *kadm.Client, s topic
 		r.State = topicMisconfigured
 	}
 	return r, nil
+}
+
+// missingGrace is how long a topic that a broker does not show is asked
+// about again before it counts as missing: a broker learns of a topic that
+// the controller created a moment after another broker did, so a topic that
+// one process just created may not show yet to the next.
+const missingGrace = 3 * time.Second
+
+// listTopics describes the topics, asking again for up to grace while any of
+// them is unknown to the broker that answered.
+func listTopics(ctx context.Context, adm *kadm.Client, names []string, grace time.Duration) (kadm.TopicDetails, error) {
+	until := time.Now().Add(grace)
+	for {
+		details, err := adm.ListTopics(ctx, names...)
+		if err != nil {
+			return nil, err
+		}
+		missing := false
+		for _, name := range names {
+			if d := details[name]; d.Err != nil || len(d.Partitions) == 0 {
+				missing = true
+			}
+		}
+		if !missing || time.Now().After(until) {
+			return details, nil
+		}
+		select {
+		case <-ctx.Done():
+			return details, nil
+		case <-time.After(topicPoll):
+		}
+	}
 }
 
 // topicPoll is the gap between two looks at a topic that a broker does not

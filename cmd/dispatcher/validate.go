@@ -48,13 +48,14 @@ the kafka section names. It prints "ok" and exits 0, or prints the faults and
 exits 2.
 
 --member-secrets also resolves the member's own secrets, as run does (the
-HTTP token's file or variable): use it where the member runs.`,
+HTTP token's file or variable, and the certificate, key and client
+authorities of http.tls): use it where the member runs.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error { return o.Run() },
 	}
 	addConfigFlag(cmd.Flags(), &o.ConfigFile)
 	addOutputFlag(cmd, &o.Output)
-	cmd.Flags().BoolVar(&o.MemberSecrets, "member-secrets", false, "also resolve the HTTP token, as run does")
+	cmd.Flags().BoolVar(&o.MemberSecrets, "member-secrets", false, "also resolve the HTTP token and read the http.tls files, as run does")
 	return cmd
 }
 

@@ -158,9 +158,15 @@ type TLS struct {
 	// ServerName overrides the name checked against the broker certificate.
 	ServerName string `yaml:"server_name" json:"server_name,omitempty"`
 
-	// InsecureSkipVerify disables the check of the broker certificate. For
-	// tests only.
+	// InsecureSkipVerify disables the check of the broker certificate, so
+	// anyone on the path can pose as a broker. For tests only: validation
+	// refuses it unless AllowUnverifiedBrokers confirms it.
 	InsecureSkipVerify bool `yaml:"insecure_skip_verify" json:"insecure_skip_verify,omitempty"`
+
+	// AllowUnverifiedBrokers confirms InsecureSkipVerify: the operator
+	// accepts that a party on the network path can impersonate the brokers
+	// and read or forge the command log. It has no other effect.
+	AllowUnverifiedBrokers bool `yaml:"allow_unverified_brokers" json:"allow_unverified_brokers,omitempty"`
 }
 
 // SASL configures SASL authentication, through franz-go's sasl packages.
@@ -182,6 +188,12 @@ type SASL struct {
 
 	// PasswordEnv names an environment variable that holds the password.
 	PasswordEnv string `yaml:"password_env" json:"password_env,omitempty"`
+
+	// AllowPlaintextPassword confirms the PLAIN mechanism without kafka.tls:
+	// the operator accepts that the password crosses the network in clear
+	// text, readable by anyone on the path. Validation refuses PLAIN
+	// without TLS unless it is set; it has no other effect.
+	AllowPlaintextPassword bool `yaml:"allow_plaintext_password" json:"allow_plaintext_password,omitempty"`
 }
 
 // Lease holds the timings of the leadership lease. The lease decides when a
@@ -244,10 +256,40 @@ type HTTP struct {
 	// TokenEnv names an environment variable that holds the token.
 	TokenEnv string `yaml:"token_env" json:"token_env,omitempty"`
 
-	// ProtectReads also demands the token for the read endpoints and the
-	// status page. /healthz, /readyz and /metrics stay open for probes and
-	// scrapers.
+	// ProtectReads also demands the token for the read endpoints, the
+	// status page and /metrics. The health probes /livez, /readyz and
+	// /leaderz stay open for load balancers and orchestrators.
 	ProtectReads bool `yaml:"protect_reads" json:"protect_reads,omitempty"`
+
+	// TLS serves the API over HTTPS when present.
+	TLS *HTTPTLS `yaml:"tls" json:"tls,omitempty"`
+}
+
+// HTTPTLS serves the HTTP API over TLS 1.2 or later and says how the
+// operator commands reach it. CertFile and KeyFile are the member's; CAFile,
+// ClientCertFile and ClientKeyFile are what a command given this file
+// (submit, resolve) uses to reach the members.
+type HTTPTLS struct {
+	// CertFile and KeyFile are the PEM certificate (with its chain) and key
+	// the member serves. Required.
+	CertFile string `yaml:"cert_file" json:"cert_file"`
+	KeyFile  string `yaml:"key_file" json:"key_file"`
+
+	// ClientCAFile is a PEM bundle of the authorities that sign client
+	// certificates. When set, a client must present a certificate one of
+	// them signed, or the handshake fails; when empty, no client
+	// certificate is asked for.
+	ClientCAFile string `yaml:"client_ca_file" json:"client_ca_file,omitempty"`
+
+	// CAFile is a PEM bundle of the authorities an operator command trusts
+	// for the members' certificates instead of the host's roots.
+	CAFile string `yaml:"ca_file" json:"ca_file,omitempty"`
+
+	// ClientCertFile and ClientKeyFile are the PEM certificate and key an
+	// operator command presents to members that demand one. Give both or
+	// neither.
+	ClientCertFile string `yaml:"client_cert_file" json:"client_cert_file,omitempty"`
+	ClientKeyFile  string `yaml:"client_key_file" json:"client_key_file,omitempty"`
 }
 
 // HTTPOff is the value of [HTTP.Listen] that disables the HTTP server.

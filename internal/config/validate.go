@@ -57,14 +57,33 @@ func (c *Config) Validate() error {
 }
 
 // CheckMemberSecrets resolves the secrets only a running member uses (the
-// HTTP API's bearer token from its file or environment variable) and
-// returns a *ValidationError naming each one that does not resolve, or nil.
+// HTTP API's bearer token from its file or environment variable, and the
+// certificate, key and client authorities http.tls names) and returns a
+// *ValidationError naming each one that does not resolve, or nil.
 // [Config.Validate] leaves them alone, so an operator command that never
 // serves the API does not need them.
 func (c *Config) CheckMemberSecrets() error {
 	var v validator
 	h := c.HTTP
 	secretSource(&v, "http.token", h.Token, h.TokenFile, h.TokenEnv, false, true)
+	if h.TLS != nil && h.Listen != HTTPOff {
+		h.TLS.checkServerFiles(&v)
+	}
+	return c.faults(&v)
+}
+
+// CheckToken resolves only the HTTP API's bearer token, as a command that
+// calls the API with this file's token needs it, and returns a
+// *ValidationError when it does not resolve, or nil.
+func (c *Config) CheckToken() error {
+	var v validator
+	h := c.HTTP
+	secretSource(&v, "http.token", h.Token, h.TokenFile, h.TokenEnv, false, true)
+	return c.faults(&v)
+}
+
+// faults returns the faults v collected, placed in the file, or nil.
+func (c *Config) faults(v *validator) error {
 	if len(v.problems) == 0 {
 		return nil
 	}
@@ -89,12 +108,11 @@ func (k *Kafka) validate(v *validator) {
 		fileReadable(v, "kafka.tls.ca_file", t.CAFile)
 		fileReadable(v, "kafka.tls.cert_file", t.CertFile)
 		fileReadable(v, "kafka.tls.key_file", t.KeyFile)
-		if (t.CertFile == "") != (t.KeyFile == "") {
-			if t.CertFile == "" {
-				v.add("kafka.tls.cert_file", "", "key_file is set: give cert_file too, or neither")
-			} else {
-				v.add("kafka.tls.key_file", "", "cert_file is set: give key_file too, or neither")
-			}
+		bothOrNeither(v, "kafka.tls.cert_file", t.CertFile, "kafka.tls.key_file", t.KeyFile)
+		if t.InsecureSkipVerify && !t.AllowUnverifiedBrokers {
+			v.hint("kafka.tls.insecure_skip_verify", "true",
+				"turns off the check of the broker certificate, so anyone on the network path can pose as a broker and read or forge the command log",
+				"trust the brokers' authority with kafka.tls.ca_file instead, or accept the risk with kafka.tls.allow_unverified_brokers: true")
 		}
 	}
 	if s := k.SASL; s != nil {
@@ -107,6 +125,21 @@ func (k *Kafka) validate(v *validator) {
 			v.add("kafka.sasl.username", "", "required with sasl")
 		}
 		secretSource(v, "kafka.sasl.password", s.Password, s.PasswordFile, s.PasswordEnv, true, true)
+		if s.Mechanism == MechanismPlain && k.TLS == nil && !s.AllowPlaintextPassword {
+			v.hint("kafka.sasl.mechanism", s.Mechanism,
+				"PLAIN without kafka.tls sends the password in clear text, readable by anyone on the network path",
+				"turn on kafka.tls, or use "+MechanismScramSHA512+", or accept the risk with kafka.sasl.allow_plaintext_password: true")
+		}
+	}
+}
+
+// bothOrNeither reports a pair of settings of which only one is set.
+func bothOrNeither(v *validator, fieldA, a, fieldB, b string) {
+	switch {
+	case a == "" && b != "":
+		v.add(fieldA, "", "%s is set: give %s too, or neither", leaf(fieldB), leaf(fieldA))
+	case a != "" && b == "":
+		v.add(fieldB, "", "%s is set: give %s too, or neither", leaf(fieldA), leaf(fieldB))
 	}
 }
 
@@ -148,6 +181,9 @@ func (h *HTTP) validate(v *validator) {
 	if h.ProtectReads && h.Token == "" && h.TokenFile == "" && h.TokenEnv == "" {
 		v.add("http.protect_reads", "true", "needs a token: set http.token, http.token_file or http.token_env")
 	}
+	if h.TLS != nil {
+		h.TLS.validate(v, h.Listen != HTTPOff)
+	}
 }
 
 func (c *Config) validateMembers(v *validator) {
@@ -163,8 +199,15 @@ func (c *Config) validateMembers(v *validator) {
 		}
 	}
 	if len(c.Members) > 0 && c.Member != "" {
-		if _, ok := c.Members[c.Member]; !ok {
+		own, ok := c.Members[c.Member]
+		switch {
+		case !ok:
 			v.add("members", c.Member, "lists other members but not this one (member %q)", c.Member)
+		case c.HTTP.TLS != nil && c.HTTP.Listen != HTTPOff && strings.HasPrefix(own, "http://"):
+			// Standbys redirect clients to this URL, which would then
+			// speak plain HTTP to a server that answers only TLS.
+			v.hint("members."+c.Member, own, "http.tls is on, so this member answers only https",
+				"write its URL as https://")
 		}
 	}
 }

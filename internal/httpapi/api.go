@@ -25,7 +25,10 @@
 //	GET  /metrics                    Prometheus exposition
 //
 // The write endpoints demand "Authorization: Bearer <token>" when a token is
-// configured, compared in constant time.
+// configured (the scheme's name in any case), compared in constant time.
+// With [Options.ProtectReads] every endpoint but the health probes
+// /livez, /readyz and /leaderz demands it too. TLS, when configured, is the
+// http.Server's: the handler does not see it.
 package httpapi
 
 import (

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
@@ -36,6 +37,12 @@ type Options struct {
 	// Token is the bearer token the write endpoints demand; "" demands none.
 	Token string
 
+	// ProtectReads demands Token of the read endpoints too: the status
+	// page, /v1/leadership, /v1/commands, /v1/commands/{id} and /metrics.
+	// The health probes /livez, /readyz and /leaderz stay open. It has no
+	// effect without a Token.
+	ProtectReads bool
+
 	// Metrics serves /metrics; nil answers 404.
 	Metrics http.Handler
 
@@ -50,18 +57,25 @@ func NewHandler(backend Backend, opts Options) http.Handler {
 	if s.opts.Logger == nil {
 		s.opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	read := func(h http.HandlerFunc) http.HandlerFunc { return h }
+	if opts.ProtectReads {
+		read = s.auth
+	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", s.page)
-	mux.HandleFunc("GET /v1/leadership", s.leadership)
-	mux.HandleFunc("GET /v1/commands", s.recent)
+	mux.HandleFunc("GET /{$}", read(s.page))
+	mux.HandleFunc("GET /v1/leadership", read(s.leadership))
+	mux.HandleFunc("GET /v1/commands", read(s.recent))
 	mux.HandleFunc("POST /v1/commands", s.auth(s.submit))
-	mux.HandleFunc("GET /v1/commands/{id}", s.command)
+	mux.HandleFunc("GET /v1/commands/{id}", read(s.command))
 	mux.HandleFunc("POST /v1/commands/{id}/resolve", s.auth(s.resolve))
+	// The health probes answer a load balancer or an orchestrator, which
+	// carries no token; they tell only whether the member lives, takes
+	// part and leads.
 	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /leaderz", s.leaderz)
 	if opts.Metrics != nil {
-		mux.Handle("GET /metrics", opts.Metrics)
+		mux.HandleFunc("GET /metrics", read(opts.Metrics.ServeHTTP))
 	}
 	return mux
 }
@@ -101,11 +115,17 @@ type ErrorResponse struct {
 	LeaderURL string `json:"leader_url,omitempty"`
 }
 
+// auth demands the bearer token of the request before next, when a token is
+// configured.
 func (s *server) auth(next http.HandlerFunc) http.HandlerFunc {
+	want := sha256.Sum256([]byte(s.opts.Token))
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.opts.Token != "" {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.Token)) != 1 {
+			got, ok := bearerToken(r.Header.Get("Authorization"))
+			// Comparing digests of equal length keeps the comparison's
+			// time independent of the token's content and length.
+			sum := sha256.Sum256([]byte(got))
+			if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="dispatcher"`)
 				writeError(w, http.StatusUnauthorized, ErrorResponse{Error: "missing or wrong bearer token"})
 				return
@@ -113,6 +133,18 @@ func (s *server) auth(next http.HandlerFunc) http.HandlerFunc {
 		}
 		next(w, r)
 	}
+}
+
+// bearerToken returns the token of an Authorization header of the Bearer
+// scheme. The scheme's name is matched without regard to case (RFC 9110
+// section 11.1, RFC 6750 section 2.1).
+func bearerToken(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimLeft(token, " ")
+	return token, token != ""
 }
 
 func (s *server) leadership(w http.ResponseWriter, _ *http.Request) {

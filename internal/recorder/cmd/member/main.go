@@ -6,7 +6,7 @@
 //
 // It prints one line per change to stdout, which the tests wait for:
 //
-//	leading <token>
+//	leading term <term> token <token>
 //	halted <error>
 package main
 
