@@ -12,12 +12,16 @@ import (
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/internal/kafkatest"
 )
 
 // TestChaosTwoMinutes runs the chaos harness against the real cluster: three
 // member processes killed, paused and restarted, brokers killed one at a
 // time, then the checker. KRABKA_CHAOS_DURATION overrides the two minutes.
 func TestChaosTwoMinutes(t *testing.T) {
+	// The run kills and restarts brokers: no other test process may use the
+	// cluster meanwhile.
+	kafkatest.LockFaults(t)
 	brokers := os.Getenv("KRABKA_KAFKA_BROKERS")
 	script := os.Getenv("KRABKA_KAFKA_SCRIPT")
 	if brokers == "" || script == "" {
