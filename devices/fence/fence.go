@@ -171,9 +171,9 @@ type fileState struct {
 }
 
 type fileToken struct {
-	Term          *int64 `json:"term,omitempty"`
-	ProducerID    *int64 `json:"producer_id"`
-	ProducerEpoch *int16 `json:"producer_epoch"`
+	Term          *int64   `json:"term,omitempty"`
+	ProducerID    *int64   `json:"producer_id"`
+	ProducerEpoch *int16   `json:"producer_epoch"`
 	Resets        []string `json:"resets,omitempty"`
 }
 

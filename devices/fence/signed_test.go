@@ -135,7 +135,7 @@ func TestRecentIDsAreBounded(t *testing.T) {
 	var r idRing
 	r.ids = make(map[string]struct{})
 	for i := range MaxRecentIDs + 1 {
-		r.add(string(rune('a' + i%26)) + string(rune(i)))
+		r.add(string(rune('a'+i%26)) + string(rune(i)))
 	}
 	if len(r.ids) != MaxRecentIDs || len(r.order) != MaxRecentIDs {
 		t.Fatalf("ring holds %d ids, %d in order, want %d", len(r.ids), len(r.order), MaxRecentIDs)
