@@ -57,7 +57,8 @@ func ParseKey(text string) ([]byte, error) {
 	s := strings.TrimSpace(text)
 	b, err := hex.DecodeString(s)
 	if err != nil {
-		return nil, fmt.Errorf("%w: not hexadecimal: %w", ErrInvalidKey, err)
+		// The hex error would quote a character of the secret.
+		return nil, fmt.Errorf("%w: not hexadecimal", ErrInvalidKey)
 	}
 	if len(b) < MinKeyBytes {
 		return nil, fmt.Errorf("%w: %d bytes, want at least %d (%d hex digits)", ErrInvalidKey, len(b), MinKeyBytes, 2*MinKeyBytes)
