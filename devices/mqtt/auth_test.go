@@ -278,3 +278,59 @@ func FuzzVerifyEnvelope(f *testing.F) {
 		}
 	})
 }
+
+// TestAuthenticateFalseSendsAndTakesUnsignedMessages: with authentication
+// off, as a trusted broker allows, envelopes carry no kid or mac and an
+// unsigned reply settles the command.
+func TestAuthenticateFalseSendsAndTakesUnsignedMessages(t *testing.T) {
+	b := mqtttest.StartInProcess(t, "127.0.0.1:0")
+	got := make(chan Envelope, 1)
+	replier(t, b, func(env Envelope) (Reply, bool) {
+		got <- env
+		return Reply{Status: StatusOK, Detail: "unsigned"}, true
+	})
+	off := false
+	d := newTestDevice(t, b.URL(), func(c *Config) {
+		c.Verifier, c.Authenticate = nil, &off
+		c.ReplyTopic = "devices/{device}/reply"
+	})
+	waitConnected(t, d)
+	res, err := d.DispatchUnder(context.Background(), testCommand("u1"), coordination.Authority{Term: 3, Token: mustToken(t, 7, 1)})
+	if err != nil || res.Detail != "unsigned" {
+		t.Fatalf("dispatch = %+v, %v", res, err)
+	}
+	if env := <-got; env.KeyID != "" || env.MAC != nil {
+		t.Fatalf("an unauthenticated device signed: kid %q mac %x", env.KeyID, env.MAC)
+	}
+	if d.RefusedReplies() != 0 {
+		t.Fatalf("RefusedReplies = %d", d.RefusedReplies())
+	}
+}
+
+// TestUnsignedReplyDoesNotSettle: with authentication on, a reply without
+// a MAC is dropped and counted, and the command waits for its real reply.
+func TestUnsignedReplyDoesNotSettle(t *testing.T) {
+	b := mqtttest.StartInProcess(t, "127.0.0.1:0")
+	b.Subscribe(t, "devices/+/cmd", func(_ string, payload []byte) {
+		env, err := DecodeEnvelope(payload)
+		if err != nil {
+			return
+		}
+		forged, _ := EncodeReply(Reply{ID: env.ID, Status: StatusOK, Detail: "forged"})
+		genuine, _ := EncodeReply(SignReply(testKeys, env.Device, Reply{ID: env.ID, Status: StatusRejected, Detail: "real"}))
+		go func() {
+			_ = b.Publish("devices/"+env.Device+"/reply", forged)
+			_ = b.Publish("devices/"+env.Device+"/reply", genuine)
+		}()
+	})
+	d := newTestDevice(t, b.URL(), func(c *Config) { c.ReplyTopic = "devices/{device}/reply" })
+	waitConnected(t, d)
+	_, err := d.DispatchUnder(context.Background(), testCommand("u2"), coordination.Authority{Term: 3, Token: mustToken(t, 7, 1)})
+	var re *ReplyError
+	if !errors.As(err, &re) || re.Detail != "real" {
+		t.Fatalf("dispatch: %v, want the real (rejected) reply", err)
+	}
+	if d.RefusedReplies() != 1 {
+		t.Fatalf("RefusedReplies = %d, want 1", d.RefusedReplies())
+	}
+}
