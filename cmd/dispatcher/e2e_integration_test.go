@@ -124,7 +124,11 @@ func TestEndToEndOnRealCluster(t *testing.T) {
 		}
 		b.WriteString("dispatch:\n  safety_margin: 1s\n  shutdown_timeout: 2s\n")
 		b.WriteString("devices:\n")
-		fmt.Fprintf(&b, "  - name: valve-1\n    type: mqtt\n    mqtt:\n      brokers: [%s]\n      topic: %s/{device}/cmd\n      client_id: e2e-%s\n", mqttURL, valveTopic, member)
+		key := filepath.Join(dir, member+"-valve-1.key")
+		if err := os.WriteFile(key, []byte(strings.Repeat("5a", 32)+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "  - name: valve-1\n    type: mqtt\n    mqtt:\n      brokers: [%s]\n      topic: %s/{device}/cmd\n      client_id: e2e-%s\n      keys: [{id: k1, key_file: %s}]\n", mqttURL, valveTopic, member, key)
 		fmt.Fprintf(&b, "  - name: pump-1\n    type: modbus\n    modbus:\n      transport: tcp\n      address: %s\n      unit: 1\n      fence: {address: 100}\n      actions:\n        write-register: {verify: true}\n", modbusSrv.Addr())
 		path := filepath.Join(dir, member+".yaml")
 		if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {

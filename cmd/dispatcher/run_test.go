@@ -28,7 +28,11 @@ func writeConfig(t *testing.T, brokers, member, mqttURL string, extra string) st
 	b.WriteString("lease:\n  duration: 3s\n  renew_interval: 1s\n  challenge_stagger: 500ms\n  poll_interval: 100ms\n")
 	b.WriteString("http:\n  listen: 127.0.0.1:0\n  token: s3cret\n")
 	b.WriteString("dispatch:\n  safety_margin: 500ms\n  shutdown_timeout: 2s\n")
-	fmt.Fprintf(&b, "devices:\n  - name: valve-1\n    type: mqtt\n    mqtt:\n      brokers: [%s]\n      topic: devices/{device}/cmd\n", mqttURL)
+	key := filepath.Join(t.TempDir(), "valve-1.key")
+	if err := os.WriteFile(key, []byte(strings.Repeat("5a", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(&b, "devices:\n  - name: valve-1\n    type: mqtt\n    mqtt:\n      brokers: [%s]\n      topic: devices/{device}/cmd\n      keys: [{id: k1, key_file: %s}]\n", mqttURL, key)
 	b.WriteString(extra)
 	path := filepath.Join(t.TempDir(), member+".yaml")
 	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {

@@ -24,15 +24,37 @@
 // file of version 1, which held tokens without terms, still opens: its keys
 // hold [coordination.NoTerm], which every term outranks.
 //
+// # Authenticated commands
+//
+// A term is only worth what its sender is: anyone who can publish to a
+// device's topic could otherwise send the largest term and make the store
+// refuse every real leader from then on. [Store.AdmitSigned] takes the
+// command's fields ([Command]), the id of the key it names and its MAC, and
+// verifies the HMAC-SHA256 over the command's canonical encoding
+// ([Command.AppendCanonical]) with a [Verifier] of the device's keys before
+// it reads or writes any state: a forged or altered command is refused with
+// an [*AuthError] and changes nothing. It then refuses a command past its
+// deadline, refuses the replay of a command id it admitted within the
+// highest term, and applies the authenticated reset [ResetAction], by which
+// an operator moves a device to another cluster or resets it after a key
+// change. The Verifier signs the device's replies too ([Reply]).
+//
 // Typical use in firmware that receives commands over MQTT:
 //
 //	store, err := fence.Open("/var/lib/valve/fence.json")
 //	...
+//	keys, err := fence.NewVerifier(fence.Key{ID: "2026-11", Secret: secret})
+//	...
 //	env, err := mqtt.DecodeEnvelope(msg.Payload())
 //	...
-//	if err := store.Admit(env.Device, env.Authority()); err != nil {
-//		// errors.Is(err, fence.ErrStaleTerm): reply "rejected", do not act
+//	adm, err := store.AdmitSigned(keys, env.Signed(), env.KeyID, env.MAC, time.Now())
+//	if err != nil {
+//		// ErrUnauthenticated: drop it; ErrStaleTerm, ErrExpired: reply
+//		// "rejected"; ErrReplayed: send the earlier reply again. Do not act.
 //	}
+//
+// [Store.Admit] remains for devices on a link where every sender is
+// trusted, such as a Modbus unit on a serial line behind the dispatcher.
 //
 // A Store is safe for concurrent use. One file belongs to one Store: two
 // Stores, in one process or two, on one file lose each other's updates.
@@ -54,8 +76,12 @@ import (
 )
 
 // FileVersion is the value of the "v" field of the state file that Admit
-// writes. Version 1 held tokens without terms; [Open] still reads it.
-const FileVersion = 2
+// writes. Version 1 held tokens without terms, version 2 no reset ids;
+// [Open] still reads both.
+const FileVersion = 3
+
+// fileVersionTerms is the version of a state file without reset ids.
+const fileVersionTerms = 2
 
 // fileVersionTokens is the version of a state file that held tokens only.
 const fileVersionTokens = 1
@@ -119,6 +145,12 @@ type Store struct {
 
 	mu      sync.Mutex
 	highest map[string]coordination.Authority
+	// resets holds, per key, the ids of the last resets admitted, which
+	// are kept in the state file so that a reset is never applied twice.
+	resets map[string][]string
+	// recent holds, per key, the ids of the commands admitted by
+	// AdmitSigned within the highest term; it is not kept in the file.
+	recent map[string]*idRing
 
 	// beforeRename, when set, runs after the temporary file is synced and
 	// before it is renamed; tests use it to fail or stop the write there.
@@ -127,9 +159,10 @@ type Store struct {
 
 // fileState is the JSON form of the state file:
 //
-//	{"v":2,"tokens":{"valve-1":{"term":42,"producer_id":1001,"producer_epoch":3}}}
+//	{"v":3,"tokens":{"valve-1":{"term":42,"producer_id":1001,"producer_epoch":3,"resets":["reset-7"]}}}
 //
-// A version-1 file has no "term" fields. A version-2 file holds term 0
+// A version-1 file has no "term" fields, a version-2 file no "resets". A
+// file of version 2 or 3 holds term 0
 // (coordination.NoTerm) for a key that a version-1 file brought and no
 // termed command has reached since.
 type fileState struct {
@@ -138,9 +171,10 @@ type fileState struct {
 }
 
 type fileToken struct {
-	Term          *int64 `json:"term,omitempty"`
-	ProducerID    *int64 `json:"producer_id"`
-	ProducerEpoch *int16 `json:"producer_epoch"`
+	Term          *int64   `json:"term,omitempty"`
+	ProducerID    *int64   `json:"producer_id"`
+	ProducerEpoch *int16   `json:"producer_epoch"`
+	Resets        []string `json:"resets,omitempty"`
 }
 
 // Open loads the state file at path, or starts empty when it does not
@@ -148,7 +182,12 @@ type fileToken struct {
 // during a write left beside it. A file that does not hold a valid state is
 // a *CorruptError.
 func Open(path string) (*Store, error) {
-	s := &Store{path: path, highest: make(map[string]coordination.Authority)}
+	s := &Store{
+		path:    path,
+		highest: make(map[string]coordination.Authority),
+		resets:  make(map[string][]string),
+		recent:  make(map[string]*idRing),
+	}
 	removeLeftovers(path)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -176,8 +215,8 @@ func (s *Store) decode(data []byte) error {
 	if dec.More() {
 		return errors.New("trailing data after the state")
 	}
-	if st.V != FileVersion && st.V != fileVersionTokens {
-		return fmt.Errorf("version %d, want %d or %d", st.V, fileVersionTokens, FileVersion)
+	if st.V != FileVersion && st.V != fileVersionTerms && st.V != fileVersionTokens {
+		return fmt.Errorf("version %d, want %d to %d", st.V, fileVersionTokens, FileVersion)
 	}
 	if st.Tokens == nil {
 		return errors.New("no tokens object")
@@ -194,14 +233,19 @@ func (s *Store) decode(data []byte) error {
 		switch {
 		case st.V == fileVersionTokens && ft.Term != nil:
 			return fmt.Errorf("key %q: a term in a version-%d file", key, st.V)
-		case st.V == FileVersion && ft.Term == nil:
+		case st.V != fileVersionTokens && ft.Term == nil:
 			return fmt.Errorf("key %q: term missing", key)
+		case st.V != FileVersion && ft.Resets != nil:
+			return fmt.Errorf("key %q: resets in a version-%d file", key, st.V)
 		case ft.Term != nil && *ft.Term < 0:
 			return fmt.Errorf("key %q: term %d is negative", key, *ft.Term)
 		case ft.Term != nil:
 			term = coordination.Term(*ft.Term)
 		}
 		s.highest[key] = coordination.Authority{Term: term, Token: tok}
+		if len(ft.Resets) > 0 {
+			s.resets[key] = ft.Resets
+		}
 	}
 	return nil
 }
@@ -238,15 +282,21 @@ func (s *Store) Admit(key string, authority coordination.Authority) error {
 			return nil
 		}
 	}
+	return s.raiseLocked(key, authority)
+}
+
+// raiseLocked makes authority the highest for key, durably. s.mu is held.
+func (s *Store) raiseLocked(key string, authority coordination.Authority) error {
 	next := make(map[string]coordination.Authority, len(s.highest)+1)
 	for k, v := range s.highest {
 		next[k] = v
 	}
 	next[key] = authority
-	if err := s.write(next); err != nil {
+	if err := s.write(next, s.resets); err != nil {
 		return err
 	}
 	s.highest = next
+	delete(s.recent, key)
 	return nil
 }
 
@@ -291,11 +341,11 @@ func removeLeftovers(path string) {
 }
 
 // write replaces the state file with highest, atomically and durably.
-func (s *Store) write(highest map[string]coordination.Authority) (err error) {
+func (s *Store) write(highest map[string]coordination.Authority, resets map[string][]string) (err error) {
 	st := fileState{V: FileVersion, Tokens: make(map[string]fileToken, len(highest))}
 	for k, a := range highest {
 		term, id, epoch := int64(a.Term), a.Token.ProducerID(), a.Token.ProducerEpoch()
-		st.Tokens[k] = fileToken{Term: &term, ProducerID: &id, ProducerEpoch: &epoch}
+		st.Tokens[k] = fileToken{Term: &term, ProducerID: &id, ProducerEpoch: &epoch, Resets: resets[k]}
 	}
 	data, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {

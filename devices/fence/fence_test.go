@@ -106,8 +106,8 @@ func TestHighestSurvivesRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(data), `"v": 2`) || !strings.Contains(string(data), `"term": 30`) {
-		t.Fatalf("state file holds no version-2 term:\n%s", data)
+	if !strings.Contains(string(data), `"v": 3`) || !strings.Contains(string(data), `"term": 30`) {
+		t.Fatalf("state file holds no version-3 term:\n%s", data)
 	}
 
 	again := openStore(t, path)
@@ -176,7 +176,7 @@ func TestOpenRefusesCorruptFiles(t *testing.T) {
 		"empty":           "",
 		"truncated":       `{"v":2,"tokens":{"valve-1":{"term":3,"producer_id":7,`,
 		"not json":        "hello",
-		"other version":   `{"v":3,"tokens":{}}`,
+		"other version":   `{"v":4,"tokens":{}}`,
 		"no version":      `{"tokens":{}}`,
 		"no tokens":       `{"v":2}`,
 		"negative epoch":  `{"v":2,"tokens":{"a":{"term":3,"producer_id":7,"producer_epoch":-1}}}`,

@@ -105,7 +105,7 @@ func TestDocumentedYAMLLoads(t *testing.T) {
 		Address:   "10.0.0.5:502",
 		Unit:      3,
 		Timeout:   500 * time.Millisecond,
-		Fence:     &modbus.Fence{Address: 900},
+		Fence:     &modbus.Fence{Address: 900, Mode: modbus.FenceTwoRequests},
 		Actions: map[modbus.Action]modbus.ActionConfig{
 			modbus.WriteRegister: {Verify: true},
 			modbus.WriteCoils:    {Verify: true},

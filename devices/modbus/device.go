@@ -115,15 +115,28 @@ func (d *Device) DispatchUnder(ctx context.Context, cmd dispatch.Command, author
 	if err != nil {
 		return dispatch.Result{}, dispatch.Rejected(err)
 	}
+	oneRequest := d.cfg.Fence != nil && d.cfg.Fence.Mode == FenceOneRequest
+	if oneRequest {
+		if err := d.checkLayout(w); err != nil {
+			return dispatch.Result{}, dispatch.Rejected(err)
+		}
+	}
 	var res dispatch.Result
 	err = d.bus.transact(ctx, d.cfg.Unit, d.cfg.Timeout, func(tx *txn) error {
-		if d.cfg.Fence != nil {
+		switch {
+		case oneRequest:
+			if sent, err := tx.request(func() error { return d.fencedWrite(w, authority) }); err != nil {
+				return d.unitErr(PhaseFencedWrite, sent, err)
+			}
+		case d.cfg.Fence != nil:
 			if err := d.fence(tx, authority); err != nil {
 				return err
 			}
-		}
-		if sent, err := tx.request(func() error { return d.write(w) }); err != nil {
-			return d.unitErr(PhaseWrite, sent, err)
+			fallthrough
+		default:
+			if sent, err := tx.request(func() error { return d.write(w) }); err != nil {
+				return d.unitErr(PhaseWrite, sent, err)
+			}
 		}
 		res.Detail = fmt.Sprintf("wrote %d %s at %d", w.quantity(), noun(w), w.address)
 		if !ac.Verify {
@@ -148,14 +161,38 @@ func (d *Device) DispatchUnder(ctx context.Context, cmd dispatch.Command, author
 	return res, nil
 }
 
-// fence writes the term and the token to the fence registers.
-func (d *Device) fence(tx *txn, authority coordination.Authority) error {
-	var regs [2 * FenceRegisterCount]byte
+// fenceRegisters returns the fence registers' bytes for authority.
+func fenceRegisters(authority coordination.Authority) []byte {
+	regs := make([]byte, 2*FenceRegisterCount)
 	binary.BigEndian.PutUint64(regs[0:], uint64(authority.Term))
 	binary.BigEndian.PutUint64(regs[8:], uint64(authority.Token.ProducerID()))
 	binary.BigEndian.PutUint16(regs[16:], uint16(authority.Token.ProducerEpoch()))
+	return regs
+}
+
+// checkLayout reports whether w can travel in the fence's request.
+func (d *Device) checkLayout(w write) error {
+	want := int(d.cfg.Fence.Address) + FenceRegisterCount
+	if w.registers == nil || int(w.address) != want || FenceRegisterCount+len(w.registers) > maxWriteRegisters {
+		return &FenceLayoutError{Action: w.action, Address: w.address, Quantity: w.quantity(), Want: uint16(want),
+			Max: maxWriteRegisters - FenceRegisterCount}
+	}
+	return nil
+}
+
+// fencedWrite writes the fence registers and w's registers, which follow
+// them, in one function-16 request.
+func (d *Device) fencedWrite(w write, authority coordination.Authority) error {
+	regs := append(fenceRegisters(authority), packRegisters(w.registers)...)
+	_, err := d.client.WriteMultipleRegisters(d.cfg.Fence.Address, uint16(len(regs)/2), regs)
+	return err
+}
+
+// fence writes the term and the token to the fence registers.
+func (d *Device) fence(tx *txn, authority coordination.Authority) error {
+	regs := fenceRegisters(authority)
 	sent, err := tx.request(func() error {
-		_, err := d.client.WriteMultipleRegisters(d.cfg.Fence.Address, FenceRegisterCount, regs[:])
+		_, err := d.client.WriteMultipleRegisters(d.cfg.Fence.Address, FenceRegisterCount, regs)
 		return err
 	})
 	if err != nil {

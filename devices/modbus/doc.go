@@ -22,6 +22,7 @@
 //	timeout: 500ms
 //	fence:
 //	  address: 900
+//	  mode: two-request                   # or one-request; see Fencing
 //	actions:
 //	  write-register: {verify: true}
 //	  write-coils: {verify: true}
@@ -107,6 +108,33 @@
 // Without such logic in the unit the registers are only a record of who
 // wrote last.
 //
+// [Fence.Mode] chooses how the fence and the command travel:
+//
+//   - two-request ([FenceTwoRequests], the default): the fence write, then
+//     the command's own request. Any fencing unit supports it, but it is the
+//     weaker mode: the unit cannot tie the command to the fence write before
+//     it. A leader paused between its two requests, while a successor
+//     fences the unit with a higher term, slips through when it wakes: its
+//     command lands after the successor's (the test
+//     TestTwoRequestFenceLetsAPausedLeaderSlipThrough shows it).
+//   - one-request ([FenceOneRequest]): one function-16 request at the
+//     fence's address carries the nine fence registers and, from the tenth
+//     register on, the command's registers. The unit checks the term and
+//     applies the command's registers only when it admits it, so a stale
+//     term is refused together with its command, whenever it arrives. It
+//     takes write-register and write-registers actions whose registers
+//     begin right after the fence block (Address+9, at most 114 of them);
+//     [Config.Validate] refuses other actions in this mode, and a command
+//     to another address is rejected without a request
+//     (*[FenceLayoutError]). Place the unit's command registers after its
+//     fence block to use it. Function 23 (read/write multiple registers)
+//     does not help with other addresses: it writes one contiguous block
+//     too, so this package does not use it.
+//
+// A unit behind a Modbus link receives the term in the clear and takes it
+// on trust; give a fencing unit a link that only the dispatchers reach (a
+// serial line, or a TCP gateway on a closed network).
+//
 // # Errors
 //
 // Dispatch errors are *[UnitError] values that say at which [Phase] the
@@ -122,8 +150,9 @@
 //   - Rejected (the unit did not act and will not): the payload or action is
 //     invalid ([PayloadError], [UnknownActionError]); the unit answered the
 //     fence write with any exception, refusing the term; the unit answered
-//     the command with exception 01 (illegal function), 02 (illegal data
-//     address) or 03 (illegal data value).
+//     the command, or the one request of one-request fencing, with exception
+//     01 (illegal function), 02 (illegal data address) or 03 (illegal data
+//     value); a command that cannot share one-request fencing's request.
 //   - In doubt (unmarked; the unit may have acted): any failure after a byte
 //     of the command's request was written, that is a timeout waiting for
 //     the answer ([ErrNoAnswer]), a cancelled context, a reset or closed

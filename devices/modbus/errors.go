@@ -38,6 +38,10 @@ const (
 	PhaseVerify
 	// PhaseHealth is the read of the health register.
 	PhaseHealth
+	// PhaseFencedWrite is the one request that carries the fence
+	// registers and the command's registers ([FenceOneRequest]). It is
+	// classified as PhaseWrite: the unit acts on all of it or none.
+	PhaseFencedWrite
 )
 
 // String returns the phase's name as error messages print it.
@@ -55,6 +59,8 @@ func (p Phase) String() string {
 		return "verify"
 	case PhaseHealth:
 		return "health"
+	case PhaseFencedWrite:
+		return "fenced write"
 	}
 	return fmt.Sprintf("phase(%d)", int(p))
 }
@@ -151,7 +157,7 @@ func classify(e *UnitError) error {
 			return dispatch.Rejected(e)
 		}
 		return dispatch.Retryable(e)
-	case PhaseWrite:
+	case PhaseWrite, PhaseFencedWrite:
 		if exception {
 			switch code {
 			case gmodbus.ExceptionCodeIllegalFunction,
@@ -166,4 +172,24 @@ func classify(e *UnitError) error {
 		}
 	}
 	return e
+}
+
+// FenceLayoutError reports a command that cannot travel in the fence's
+// request of [FenceOneRequest]: it writes coils, or registers that do not
+// begin right after the fence block, or more than fit in one request. It is
+// rejected before any request.
+type FenceLayoutError struct {
+	// Action, Address and Quantity describe the command's write.
+	Action   Action
+	Address  uint16
+	Quantity int
+	// Want is the address the command's registers must begin at, and Max
+	// how many registers may follow the fence.
+	Want uint16
+	Max  int
+}
+
+func (e *FenceLayoutError) Error() string {
+	return fmt.Sprintf("modbus: fence mode one-request: %s of %d at %d cannot share the fence's request; it takes 1 to %d registers at %d",
+		e.Action, e.Quantity, e.Address, e.Max, e.Want)
 }

@@ -22,7 +22,7 @@ import (
 func BenchmarkDispatchVsRawPublish(b *testing.B) {
 	sh := mqtttest.SharedBroker(b)
 	prefix := mqtttest.Unique("bench-") + "/"
-	d, err := New(Config{Brokers: []string{sh.URL}, Topic: prefix + "{device}/cmd", QoS: 1})
+	d, err := New(Config{Brokers: []string{sh.URL}, Topic: prefix + "{device}/cmd", QoS: 1, Verifier: testKeys})
 	if err != nil {
 		b.Fatal(err)
 	}

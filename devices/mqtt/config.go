@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/krabka-io/krabka-dispatch/devices/fence"
 )
 
 // Defaults that New applies to the zero fields of a Config.
@@ -149,7 +151,43 @@ type Config struct {
 	// deduplicating device acts once either way. The default, false, leaves
 	// such commands in doubt for an operator.
 	RedispatchSafe bool `yaml:"redispatch_safe"`
+
+	// Authenticate signs every command envelope with the device key and
+	// verifies every reply (see "Authentication" in the package doc). Nil,
+	// the default, means true: a device then needs Keys (or Verifier).
+	// Set it to false only where every client that may publish to the
+	// command and reply topics is trusted: without it, anyone who can
+	// publish to a command topic drives the device and can lock out every
+	// real leader with one forged term, and anyone who can publish to a
+	// reply topic settles a command as succeeded.
+	Authenticate *bool `yaml:"authenticate"`
+
+	// Keys are the device keys: the first signs, every one verifies a
+	// reply, so that during a rotation both keys are given. Each names its
+	// secret by a file or an environment variable, never inline.
+	Keys []KeyConfig `yaml:"keys"`
+
+	// Verifier, for programs that build the Config in Go, holds keys
+	// already loaded, in place of Keys.
+	Verifier *fence.Verifier `yaml:"-"`
 }
+
+// KeyConfig names one device key. The secret is hexadecimal text of at
+// least 64 digits (32 bytes, fence.MinKeyBytes), with surrounding white
+// space ignored, as `openssl rand -hex 32` writes it.
+type KeyConfig struct {
+	// ID is the key id that envelopes carry in "kid". Required, unique.
+	ID string `yaml:"id"`
+	// KeyFile is a file holding the secret. Give exactly one of KeyFile
+	// and KeyEnv.
+	KeyFile string `yaml:"key_file"`
+	// KeyEnv is an environment variable holding the secret.
+	KeyEnv string `yaml:"key_env"`
+}
+
+// Authenticates reports whether c signs commands and verifies replies:
+// true unless Authenticate is set to false.
+func (c Config) Authenticates() bool { return c.Authenticate == nil || *c.Authenticate }
 
 // TLSConfig holds the certificate files for TLS broker URLs.
 type TLSConfig struct {
@@ -304,6 +342,9 @@ func (c Config) Validate() error {
 	case "", PayloadAuto, PayloadJSON, PayloadBase64:
 	default:
 		add(configErr("payload_encoding", c.PayloadEncoding, "must be auto, json or base64"))
+	}
+	for _, err := range c.validateKeys() {
+		add(err)
 	}
 	return errors.Join(errs...)
 }

@@ -12,7 +12,7 @@ import (
 )
 
 func validConfig() Config {
-	return Config{Brokers: []string{"tcp://127.0.0.1:1883"}, Topic: "devices/{device}/cmd"}
+	return Config{Brokers: []string{"tcp://127.0.0.1:1883"}, Topic: "devices/{device}/cmd", Verifier: testKeys}
 }
 
 func TestValidateAcceptsMinimalConfig(t *testing.T) {
@@ -82,7 +82,7 @@ func TestValidateReportsEveryBadField(t *testing.T) {
 			fields = append(fields, ce.Field)
 		}
 	}
-	want := []string{"brokers", "qos", "topic", "payload_encoding"}
+	want := []string{"brokers", "qos", "topic", "payload_encoding", "keys"}
 	if strings.Join(fields, ",") != strings.Join(want, ",") {
 		t.Fatalf("fields %v, want %v", fields, want)
 	}

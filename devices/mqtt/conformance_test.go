@@ -37,7 +37,7 @@ func conformanceTarget(t *testing.T, url string) dispatchtest.Target {
 		if quiet {
 			return
 		}
-		data, err := EncodeReply(Reply{ID: env.ID, Status: StatusOK, Detail: "done"})
+		data, err := EncodeReply(SignReply(testKeys, env.Device, Reply{ID: env.ID, Status: StatusOK, Detail: "done"}))
 		if err == nil {
 			c.Publish(prefix+env.Device+"/reply", 1, false, data)
 		}

@@ -219,14 +219,23 @@ func (d *Device) onReply(_ paho.Client, m paho.Message) {
 		return
 	}
 	d.waitMu.Lock()
-	ch, ok := d.waiters[r.ID]
+	w, ok := d.waiters[r.ID]
 	d.waitMu.Unlock()
 	if !ok {
 		d.log.Debug("mqtt reply for no waiting command", "topic", m.Topic(), "id", r.ID)
 		return
 	}
+	if d.keys != nil {
+		// A reply that does not verify settles nothing: anyone who may
+		// publish to the reply topic could have sent it.
+		if err := d.keys.Verify(r.KeyID, r.Signed(w.device).AppendCanonical(nil), r.MAC); err != nil {
+			d.refused.Add(1)
+			d.log.Warn("mqtt reply refused: not authenticated", "topic", m.Topic(), "id", r.ID, "device", w.device, "error", err)
+			return
+		}
+	}
 	select {
-	case ch <- r:
+	case w.ch <- r:
 	default: // a duplicate delivery; the first one counts
 	}
 }

@@ -1,19 +1,23 @@
 package mqtt
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/devices/fence"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
 )
 
@@ -30,12 +34,18 @@ type Device struct {
 	ackDetail   string
 	client      paho.Client
 	log         *slog.Logger
+	// keys signs envelopes and verifies replies; nil when
+	// Config.Authenticate is false.
+	keys *fence.Verifier
 
 	mu   sync.Mutex
 	conn connState
 
 	waitMu  sync.Mutex
-	waiters map[string]chan Reply
+	waiters map[string]waiter
+
+	// refused counts replies dropped because their MAC did not verify.
+	refused atomic.Uint64
 
 	lost      chan error
 	closing   chan struct{}
@@ -67,11 +77,22 @@ func New(cfg Config, opts ...Option) (*Device, error) {
 		return nil, err
 	}
 	o := buildOptions(opts)
+	var keys *fence.Verifier
+	switch {
+	case !cfg.Authenticates():
+	case cfg.Verifier != nil:
+		keys = cfg.Verifier
+	default:
+		if keys, err = LoadVerifier(cfg.Keys); err != nil {
+			return nil, err
+		}
+	}
 	d := &Device{
 		cfg:      cfg,
 		clientID: cfg.ClientID,
 		log:      o.logger,
-		waiters:  make(map[string]chan Reply),
+		keys:     keys,
+		waiters:  make(map[string]waiter),
 		lost:     make(chan error, 1),
 		closing:  make(chan struct{}),
 		done:     make(chan struct{}),
@@ -169,7 +190,7 @@ func (d *Device) DispatchUnder(ctx context.Context, cmd dispatch.Command, author
 	}
 	var replies chan Reply
 	if d.reply != nil {
-		if replies, err = d.register(cmd.ID); err != nil {
+		if replies, err = d.register(cmd.ID, cmd.Device); err != nil {
 			return dispatch.Result{}, dispatch.Retryable(fmt.Errorf("mqtt: dispatch %s: %w", cmd.ID, err))
 		}
 		defer d.unregister(cmd.ID)
@@ -241,18 +262,22 @@ func (d *Device) prepare(cmd dispatch.Command, authority coordination.Authority)
 			return "", nil, err
 		}
 	}
-	payload, err := encodeEnvelope(Envelope{
+	env := Envelope{
 		ID:          cmd.ID,
 		Role:        cmd.Role,
 		Device:      cmd.Device,
 		Action:      cmd.Action,
-		Payload:     cmd.Payload,
+		Payload:     wirePayload(cmd.Payload, d.cfg.PayloadEncoding),
 		Term:        authority.Term,
 		Token:       authority.Token,
 		Deadline:    cmd.Deadline,
 		SubmittedAt: cmd.SubmittedAt,
 		Attributes:  cmd.Attributes,
-	}, d.cfg.PayloadEncoding)
+	}
+	if d.keys != nil {
+		env.KeyID, env.MAC = d.keys.Sign(env.Signed().AppendCanonical(make([]byte, 0, 128+len(env.Payload))))
+	}
+	payload, err := encodeEnvelope(env, d.cfg.PayloadEncoding)
 	if errors.Is(err, errPayloadNotJSON) {
 		return "", nil, fmt.Errorf("%w: payload_encoding is json and the payload is not valid JSON", ErrMalformedPayload)
 	}
@@ -280,16 +305,37 @@ func replyResult(r Reply) (dispatch.Result, error) {
 	}
 }
 
-func (d *Device) register(id string) (chan Reply, error) {
+// wirePayload returns the payload as a device decodes it from the
+// envelope: a payload embedded as a JSON value loses the white space around
+// it, and the MAC must cover what the device sees.
+func wirePayload(p []byte, encoding string) []byte {
+	if encoding == PayloadBase64 || !json.Valid(p) {
+		return p
+	}
+	return bytes.Trim(p, " \t\r\n")
+}
+
+// waiter is a Dispatch awaiting the reply to one command.
+type waiter struct {
+	ch     chan Reply
+	device string
+}
+
+func (d *Device) register(id, device string) (chan Reply, error) {
 	d.waitMu.Lock()
 	defer d.waitMu.Unlock()
 	if _, ok := d.waiters[id]; ok {
 		return nil, ErrCommandInFlight
 	}
 	ch := make(chan Reply, 1)
-	d.waiters[id] = ch
+	d.waiters[id] = waiter{ch: ch, device: device}
 	return ch, nil
 }
+
+// RefusedReplies returns how many replies the Device dropped because their
+// MAC did not verify under the device keys: each is a forged or altered
+// reply, or one from firmware with the wrong key.
+func (d *Device) RefusedReplies() uint64 { return d.refused.Load() }
 
 func (d *Device) unregister(id string) {
 	d.waitMu.Lock()

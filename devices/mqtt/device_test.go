@@ -26,6 +26,7 @@ func newTestDevice(t *testing.T, url string, edit func(*Config)) *Device {
 		ReplyTimeout:         2 * time.Second,
 		ReconnectMinInterval: 10 * time.Millisecond,
 		ReconnectMaxInterval: 100 * time.Millisecond,
+		Verifier:             testKeys,
 	}
 	if edit != nil {
 		edit(&cfg)
@@ -135,7 +136,7 @@ func replier(t *testing.T, b *mqtttest.InProcess, status func(Envelope) (Reply, 
 			return
 		}
 		r.ID = env.ID
-		out, err := EncodeReply(r)
+		out, err := EncodeReply(SignReply(testKeys, env.Device, r))
 		if err != nil {
 			return
 		}

@@ -2,12 +2,14 @@ package mqtt
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/devices/fence"
 )
 
 // EnvelopeVersion is the value of the "v" field of the envelopes this
@@ -44,7 +46,9 @@ var ErrMalformedEnvelope = errors.New("mqtt: malformed envelope")
 //	  "producer_epoch": 3,
 //	  "deadline": "2026-11-30T06:30:00.123456789Z",
 //	  "submitted_at": "2026-11-30T06:29:00Z",
-//	  "attributes": {"operator": "ana"}
+//	  "attributes": {"operator": "ana"},
+//	  "kid": "2026-11",
+//	  "mac": "5c0f…(64 hex digits)"
 //	}
 //
 // "payload" holds a payload that is valid JSON as that JSON value, embedded
@@ -66,6 +70,13 @@ var ErrMalformedEnvelope = errors.New("mqtt: malformed envelope")
 //
 // "deadline" and "submitted_at" are RFC 3339 times with nanoseconds, omitted
 // when unset; a device should refuse a command past its deadline.
+//
+// "kid" and "mac" authenticate the command when the dispatcher signs (see
+// "Authentication" in the package doc): "mac" is the HMAC-SHA256, in 64
+// lowercase hex digits, of the canonical encoding of the command
+// ([fence.Command.AppendCanonical]) under the device key whose id is
+// "kid". Both are omitted when the dispatcher does not sign; "attributes"
+// is never covered, so a device must not act on it.
 type Envelope struct {
 	// ID is the command's idempotency key. A device that deduplicates does
 	// so by ID.
@@ -92,6 +103,29 @@ type Envelope struct {
 	SubmittedAt time.Time
 	// Attributes holds the command's optional metadata.
 	Attributes map[string]string
+	// KeyID names the device key that MAC was computed with; empty when
+	// the envelope is not signed.
+	KeyID string
+	// MAC is the HMAC-SHA256 of the canonical encoding of [Envelope.Signed]
+	// under the key KeyID; nil when the envelope is not signed.
+	MAC []byte
+}
+
+// Signed returns the fields of the envelope that its MAC covers, for
+// [fence.Store.AdmitSigned] or [fence.Verifier.Verify].
+func (e Envelope) Signed() fence.Command {
+	return fence.Command{
+		Version:     EnvelopeVersion,
+		Term:        e.Term,
+		Token:       e.Token,
+		Role:        e.Role,
+		ID:          e.ID,
+		Device:      e.Device,
+		Action:      e.Action,
+		Payload:     e.Payload,
+		Deadline:    e.Deadline,
+		SubmittedAt: e.SubmittedAt,
+	}
 }
 
 // Authority returns the term and token the command was issued under.
@@ -115,6 +149,8 @@ type wireEnvelope struct {
 	Deadline      time.Time         `json:"deadline,omitzero"`
 	SubmittedAt   time.Time         `json:"submitted_at,omitzero"`
 	Attributes    map[string]string `json:"attributes,omitempty"`
+	KeyID         string            `json:"kid,omitempty"`
+	MAC           string            `json:"mac,omitempty"`
 }
 
 // EncodeEnvelope writes env in its JSON form, with the payload encoding of
@@ -203,7 +239,9 @@ func (e *VersionError) Is(target error) bool { return target == ErrMalformedEnve
 // error that matches ErrMalformedEnvelope, on invalid JSON, a version other
 // than 1 or EnvelopeVersion (a *VersionError), a missing ID, a version-2
 // envelope without a term or with a negative one, a token that is missing
-// or whose two forms disagree, or both payload fields set. A version-1
+// or whose two forms disagree, both payload fields set, "kid" without
+// "mac" or the reverse, a "mac" that is not 64 hex digits, or a signed
+// version-1 envelope. It verifies no MAC: [fence.Store.AdmitSigned] does. A version-1
 // envelope decodes with coordination.NoTerm, whatever "term" it holds. It
 // ignores unknown fields, so that a later version may add some.
 func DecodeEnvelope(data []byte) (Envelope, error) {
@@ -244,6 +282,13 @@ func DecodeEnvelope(data []byte) (Envelope, error) {
 	if err != nil {
 		return Envelope{}, err
 	}
+	mac, err := decodeMAC(w.KeyID, w.MAC)
+	if err != nil {
+		return Envelope{}, err
+	}
+	if mac != nil && w.V == envelopeVersionNoTerm {
+		return Envelope{}, fmt.Errorf("%w: a version-%d envelope cannot be signed", ErrMalformedEnvelope, w.V)
+	}
 	return Envelope{
 		ID:          w.ID,
 		Role:        w.Role,
@@ -255,7 +300,27 @@ func DecodeEnvelope(data []byte) (Envelope, error) {
 		Deadline:    w.Deadline,
 		SubmittedAt: w.SubmittedAt,
 		Attributes:  w.Attributes,
+		KeyID:       w.KeyID,
+		MAC:         mac,
 	}, nil
+}
+
+// decodeMAC reads the "kid" and "mac" fields of an envelope or a reply.
+func decodeMAC(kid, text string) ([]byte, error) {
+	if (kid == "") != (text == "") {
+		return nil, fmt.Errorf("%w: \"kid\" and \"mac\" go together", ErrMalformedEnvelope)
+	}
+	if text == "" {
+		return nil, nil
+	}
+	if len(text) != 2*fence.MACBytes {
+		return nil, fmt.Errorf("%w: mac has %d hex digits, want %d", ErrMalformedEnvelope, len(text), 2*fence.MACBytes)
+	}
+	mac, err := hex.DecodeString(text)
+	if err != nil {
+		return nil, fmt.Errorf("%w: mac: %w", ErrMalformedEnvelope, err)
+	}
+	return mac, nil
 }
 
 // Reply statuses.
@@ -273,10 +338,14 @@ const (
 // Reply is what a device publishes on the reply topic about one command. Its
 // JSON form is
 //
-//	{"v": 1, "id": "cmd-42", "status": "ok", "detail": "opened", "data": {"percent": 40}}
+//	{"v": 1, "id": "cmd-42", "status": "ok", "detail": "opened", "data": {"percent": 40},
+//	 "kid": "2026-11", "mac": "…"}
 //
 // with "data" following the payload rule of [Envelope] ("data_base64" for
-// data that is not JSON).
+// data that is not JSON). A device whose commands are signed signs its
+// replies with the same key: "mac" is the HMAC-SHA256 of the canonical
+// encoding of [Reply.Signed] ([fence.Reply.AppendCanonical]), which covers
+// the device name, the command ID, the status, the detail and the data.
 type Reply struct {
 	// ID is the command ID the reply is about.
 	ID string
@@ -286,6 +355,22 @@ type Reply struct {
 	Detail string
 	// Data is an optional result, such as a reading.
 	Data []byte
+	// KeyID and MAC authenticate the reply; empty when it is not signed.
+	KeyID string
+	MAC   []byte
+}
+
+// Signed returns the fields of the reply that its MAC covers; device is the
+// name of the device that replies.
+func (r Reply) Signed(device string) fence.Reply {
+	return fence.Reply{Version: ReplyVersion, Device: device, ID: r.ID, Status: r.Status, Detail: r.Detail, Data: r.Data}
+}
+
+// SignReply returns r with KeyID and MAC set by v's signing key, for the
+// device named device.
+func SignReply(v *fence.Verifier, device string, r Reply) Reply {
+	r.KeyID, r.MAC = v.Sign(r.Signed(device).AppendCanonical(nil))
+	return r
 }
 
 type wireReply struct {
@@ -295,11 +380,16 @@ type wireReply struct {
 	Detail     string          `json:"detail,omitempty"`
 	Data       json.RawMessage `json:"data,omitempty"`
 	DataBase64 []byte          `json:"data_base64,omitempty"`
+	KeyID      string          `json:"kid,omitempty"`
+	MAC        string          `json:"mac,omitempty"`
 }
 
 // EncodeReply writes r in its JSON form.
 func EncodeReply(r Reply) ([]byte, error) {
-	w := wireReply{V: ReplyVersion, ID: r.ID, Status: r.Status, Detail: r.Detail}
+	w := wireReply{V: ReplyVersion, ID: r.ID, Status: r.Status, Detail: r.Detail, KeyID: r.KeyID}
+	if r.MAC != nil {
+		w.MAC = hex.EncodeToString(r.MAC)
+	}
 	if err := setPayload(r.Data, PayloadAuto, &w.Data, &w.DataBase64); err != nil {
 		return nil, err
 	}
@@ -308,7 +398,8 @@ func EncodeReply(r Reply) ([]byte, error) {
 
 // DecodeReply reads the JSON form of a Reply. It fails, with an error that
 // matches ErrMalformedEnvelope, on invalid JSON, another version, a missing
-// ID, or a status other than the three defined.
+// ID, a status other than the three defined, or "kid" and "mac" that
+// [DecodeEnvelope] would refuse. It verifies no MAC.
 func DecodeReply(data []byte) (Reply, error) {
 	var w wireReply
 	if err := json.Unmarshal(data, &w); err != nil {
@@ -329,5 +420,9 @@ func DecodeReply(data []byte) (Reply, error) {
 	if err != nil {
 		return Reply{}, err
 	}
-	return Reply{ID: w.ID, Status: w.Status, Detail: w.Detail, Data: data}, nil
+	mac, err := decodeMAC(w.KeyID, w.MAC)
+	if err != nil {
+		return Reply{}, err
+	}
+	return Reply{ID: w.ID, Status: w.Status, Detail: w.Detail, Data: data, KeyID: w.KeyID, MAC: mac}, nil
 }

@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -86,6 +87,15 @@ func appendEnvelope(buf []byte, env Envelope, encoding string) ([]byte, error) {
 			}
 		}
 		buf = append(buf, '}')
+	}
+	if env.KeyID != "" {
+		buf = append(buf, `,"kid":`...)
+		if buf, err = appendString(buf, env.KeyID, "kid"); err != nil {
+			return nil, err
+		}
+		buf = append(buf, `,"mac":"`...)
+		buf = hex.AppendEncode(buf, env.MAC)
+		buf = append(buf, '"')
 	}
 	return append(buf, '}'), nil
 }

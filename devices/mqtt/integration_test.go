@@ -53,7 +53,7 @@ func respond(t *testing.T, url, cmdFilter string, decide func(Envelope) (Reply, 
 			return
 		}
 		r.ID = env.ID
-		data, _ := EncodeReply(r)
+		data, _ := EncodeReply(SignReply(testKeys, env.Device, r))
 		replyTopic := m.Topic()[:len(m.Topic())-len("cmd")] + "reply"
 		c.Publish(replyTopic, 1, false, data)
 	})

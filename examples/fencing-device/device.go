@@ -20,6 +20,8 @@ type config struct {
 	topic, replyTopic     string
 	username, password    string
 	connectTimeout        time.Duration
+	// keys verifies commands and signs replies; the first key signs.
+	keys *fence.Verifier
 }
 
 // recentIDs remembers the replies to the last commands, so that a command
@@ -122,7 +124,7 @@ func run(ctx context.Context, cfg config, out io.Writer, ready func()) error {
 			if !ok || cfg.replyTopic == "" {
 				continue
 			}
-			data, err := mqtt.EncodeReply(rep)
+			data, err := mqtt.EncodeReply(mqtt.SignReply(cfg.keys, cfg.device, rep))
 			if err != nil {
 				fmt.Fprintf(out, "REPLY-FAILED id=%s err=%v\n", rep.ID, err)
 				continue
@@ -136,16 +138,12 @@ func run(ctx context.Context, cfg config, out io.Writer, ready func()) error {
 }
 
 // handle decides about one command message. It returns the reply, and false
-// when the message is not a command it can answer.
+// when the message gets none: a malformed or unauthenticated message.
 func handle(cfg config, store *fence.Store, recent *recentIDs, payload []byte, out io.Writer) (mqtt.Reply, bool) {
 	env, err := mqtt.DecodeEnvelope(payload)
 	if err != nil {
 		fmt.Fprintf(out, "DROP malformed envelope: %v\n", err)
 		return mqtt.Reply{}, false
-	}
-	if prev, ok := recent.get(env.ID); ok {
-		fmt.Fprintf(out, "DUPLICATE id=%s status=%s\n", env.ID, prev.Status)
-		return prev, true
 	}
 	reply := func(status, detail string) (mqtt.Reply, bool) {
 		r := mqtt.Reply{ID: env.ID, Status: status, Detail: detail}
@@ -156,19 +154,34 @@ func handle(cfg config, store *fence.Store, recent *recentIDs, payload []byte, o
 		fmt.Fprintf(out, "REJECT id=%s device=%s: not this device\n", env.ID, env.Device)
 		return reply(mqtt.StatusRejected, "command for device "+env.Device+", this is "+cfg.device)
 	}
-	if !env.Deadline.IsZero() && time.Now().After(env.Deadline) {
-		fmt.Fprintf(out, "REJECT id=%s term=%s token=%s: deadline %s passed\n", env.ID, env.Term, env.Token, env.Deadline.Format(time.RFC3339Nano))
-		return reply(mqtt.StatusRejected, "deadline passed")
-	}
-	if err := store.Admit(env.Device, env.Authority()); err != nil {
-		if errors.Is(err, fence.ErrStaleTerm) || errors.Is(err, fence.ErrNoTerm) || errors.Is(err, fence.ErrNoToken) {
-			fmt.Fprintf(out, "REJECT id=%s term=%s token=%s: %v\n", env.ID, env.Term, env.Token, err)
-			return reply(mqtt.StatusRejected, err.Error())
+	// One call verifies the MAC before anything else, then the deadline,
+	// a replay, a reset, and the term.
+	adm, err := store.AdmitSigned(cfg.keys, env.Signed(), env.KeyID, env.MAC, time.Now())
+	switch {
+	case errors.Is(err, fence.ErrUnauthenticated):
+		// No reply: whoever sent it may read the reply topic.
+		fmt.Fprintf(out, "DROP id=%s term=%s: %v\n", env.ID, env.Term, err)
+		return mqtt.Reply{}, false
+	case errors.Is(err, fence.ErrReplayed):
+		if prev, ok := recent.get(env.ID); ok {
+			fmt.Fprintf(out, "DUPLICATE id=%s status=%s\n", env.ID, prev.Status)
+			return prev, true
 		}
+		fmt.Fprintf(out, "DUPLICATE id=%s: %v\n", env.ID, err)
+		return mqtt.Reply{ID: env.ID, Status: mqtt.StatusRejected, Detail: err.Error()}, true
+	case errors.Is(err, fence.ErrStaleTerm), errors.Is(err, fence.ErrNoTerm), errors.Is(err, fence.ErrNoToken),
+		errors.Is(err, fence.ErrExpired), errors.Is(err, fence.ErrBadReset):
+		fmt.Fprintf(out, "REJECT id=%s term=%s token=%s: %v\n", env.ID, env.Term, env.Token, err)
+		return reply(mqtt.StatusRejected, err.Error())
+	case err != nil:
 		// The term could not be made durable: do not act, and let an
 		// operator look.
 		fmt.Fprintf(out, "ERROR id=%s term=%s token=%s: %v\n", env.ID, env.Term, env.Token, err)
 		return mqtt.Reply{ID: env.ID, Status: mqtt.StatusError, Detail: "not acted: " + err.Error()}, true
+	}
+	if adm.Reset {
+		fmt.Fprintf(out, "RESET id=%s floor=%s reason=%q\n", env.ID, adm.Floor, adm.Reason)
+		return reply(mqtt.StatusOK, fmt.Sprintf("fence reset to term %s: %s", adm.Floor, adm.Reason))
 	}
 	fmt.Fprintf(out, "ACT id=%s device=%s action=%s term=%s token=%s payload=%s\n", env.ID, env.Device, env.Action, env.Term, env.Token, env.Payload)
 	return reply(mqtt.StatusOK, "done "+env.Action)

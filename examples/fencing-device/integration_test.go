@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/devices/fence"
 	"github.com/krabka-io/krabka-dispatch/devices/mqtt"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
 	"github.com/krabka-io/krabka-dispatch/internal/mqtttest"
@@ -79,6 +80,7 @@ func TestFencingDeviceRefusesAnEarlierTermAcrossRestarts(t *testing.T) {
 		topic:          prefix + "{device}/cmd",
 		replyTopic:     prefix + "{device}/reply",
 		connectTimeout: 5 * time.Second,
+		keys:           testKeys,
 	}
 	out := &syncBuffer{}
 	stop := startDevice(t, cfg, out)
@@ -88,6 +90,7 @@ func TestFencingDeviceRefusesAnEarlierTermAcrossRestarts(t *testing.T) {
 		Topic:        cfg.topic,
 		ReplyTopic:   cfg.replyTopic,
 		ReplyTimeout: 5 * time.Second,
+		Verifier:     testKeys,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -137,13 +140,34 @@ func TestFencingDeviceRefusesAnEarlierTermAcrossRestarts(t *testing.T) {
 		t.Fatalf("next leader's command: %v", err)
 	}
 
+	// An operator moves the role to a new cluster, whose terms start low:
+	// a reset, sent as an ordinary command of the new cluster's leader and
+	// signed with the device key, sets the fence's floor to its term.
+	if err := send("next-cluster-1", 2, 77, 0); err == nil {
+		t.Fatal("the new cluster's term 2 admitted before the reset")
+	}
+	tok, err := coordination.NewFencingToken(77, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := dev.DispatchUnder(ctx, dispatch.Command{
+		ID: "reset-1", Role: "plant-a", Device: "valve-1", Action: fence.ResetAction,
+		Payload: []byte(`{"floor":2,"reason":"move plant-a to cluster b"}`), Deadline: time.Now().Add(time.Minute),
+	}, coordination.Authority{Term: 2, Token: tok})
+	if err != nil || !strings.Contains(res.Detail, "fence reset to term 2") {
+		t.Fatalf("reset: %+v, %v", res, err)
+	}
+	if err := send("next-cluster-2", 2, 77, 0); err != nil {
+		t.Fatalf("the new cluster's command after the reset: %v", err)
+	}
+
 	acted := out.String() + out2.String()
-	for _, id := range []string{"new-leader-1", "new-leader-2", "next-leader-1"} {
+	for _, id := range []string{"new-leader-1", "new-leader-2", "next-leader-1", "next-cluster-2"} {
 		if !strings.Contains(acted, "ACT id="+id+" ") {
 			t.Fatalf("%s not acted on:\n%s", id, acted)
 		}
 	}
-	for _, id := range []string{"old-leader-1", "old-leader-2"} {
+	for _, id := range []string{"old-leader-1", "old-leader-2", "next-cluster-1"} {
 		if strings.Contains(acted, "ACT id="+id+" ") {
 			t.Fatalf("%s acted on:\n%s", id, acted)
 		}

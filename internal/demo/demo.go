@@ -76,6 +76,9 @@ type Report struct {
 	// Refused counts the commands the valve's firmware refused for an
 	// earlier term; the demo's late write makes it one.
 	Refused int64
+	// Forged counts the commands the valve's firmware refused because
+	// their MAC did not verify; the demo's forgery makes it one.
+	Forged int64
 	// Records is the length of the role's command log; Violations what
 	// dispatch.Verify found in it.
 	Records    int
@@ -272,12 +275,21 @@ func (r *run) story(ctx context.Context) error {
 
 	r.tl.section("A late write from the deposed leader")
 	r.tl.print(leader.id, "(a zombie that woke after its pause) publishes zombie-1 to valve-1 under its old %s", deposed)
-	late, err := mqtt.EncodeEnvelope(mqtt.Envelope{ID: "zombie-1", Role: Role, Device: "valve-1", Action: "open", Term: deposed.Term, Token: deposed.Token})
+	// The zombie holds the device key, as every member does: its
+	// envelope is authentic, and only its term betrays it.
+	zombie := mqtt.Envelope{ID: "zombie-1", Role: Role, Device: "valve-1", Action: "open", Term: deposed.Term, Token: deposed.Token}
+	zombie.KeyID, zombie.MAC = r.world.valveKeys.Sign(zombie.Signed().AppendCanonical(nil))
+	late, err := mqtt.EncodeEnvelope(zombie)
 	if err != nil {
 		return err
 	}
 	r.world.valve.receive(late)
 	r.report.Refused = r.world.valve.refused.Load()
+
+	r.tl.section("A forged command from someone on the broker")
+	if err := r.forge(ctx, client); err != nil {
+		return err
+	}
 
 	r.tl.section("Audit: replaying and verifying the command log")
 	if err := r.audit(ctx, client); err != nil {

@@ -32,7 +32,11 @@ func TestDemo(t *testing.T) {
 	if first.Term <= 0 || second.Term.Compare(first.Term) <= 0 {
 		t.Errorf("second term %s does not follow the first %s", second.Term, first.Term)
 	}
-	if rep.Submitted != 6 || rep.Succeeded != 6 {
+	if rep.Forged != 1 {
+		t.Errorf("the firmware refused %d forged commands, want the forgery", rep.Forged)
+	}
+	// Six commands, and the one the leader sends after the forgery.
+	if rep.Submitted != 7 || rep.Succeeded != 7 {
 		t.Errorf("%d of %d commands succeeded", rep.Succeeded, rep.Submitted)
 	}
 	if rep.Refused != 1 {
@@ -48,7 +52,7 @@ func TestDemo(t *testing.T) {
 		t.Errorf("status pages %v", served)
 	}
 	text := out.String()
-	for _, want := range []string{"ELECTED", "-> 307 ->", "CRASHED", "took over", "REFUSED zombie-1", "Verify: 0 violations"} {
+	for _, want := range []string{"ELECTED", "-> 307 ->", "CRASHED", "took over", "REFUSED zombie-1", "REFUSED forged-1", "not authenticated", "after-forgery: succeeded", "Verify: 0 violations"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("timeline lacks %q", want)
 		}

@@ -66,7 +66,7 @@ func (n *node) build(o *Options, w *world, tl *timeline, peers map[string]string
 		return err
 	}
 	n.registry = dispatch.NewRegistry()
-	valve, err := mqtt.New(mqtt.Config{Brokers: []string{w.mqttURL}, Topic: cmdTopic, ClientID: "demo-" + n.id})
+	valve, err := mqtt.New(mqtt.Config{Brokers: []string{w.mqttURL}, Topic: cmdTopic, ClientID: "demo-" + n.id, Verifier: w.valveKeys})
 	if err != nil {
 		return err
 	}

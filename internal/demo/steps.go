@@ -3,15 +3,20 @@ package demo
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/devices/fence"
+	"github.com/krabka-io/krabka-dispatch/devices/mqtt"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
 	"github.com/krabka-io/krabka-dispatch/internal/httpapi"
 	"github.com/krabka-io/krabka-dispatch/internal/member"
@@ -190,6 +195,7 @@ func (r *run) audit(ctx context.Context, client *dispatch.Client) error {
 		}
 	}
 	r.tl.print("valve-1", "firmware refused %d stale command(s): the deposed leader's late write", r.world.valve.refused.Load())
+	r.tl.print("valve-1", "firmware refused %d forged command(s): not authenticated, the fence untouched", r.world.valve.forged.Load())
 	return nil
 }
 
@@ -223,6 +229,9 @@ func (r *run) verdict() error {
 	}
 	if rep.Refused != 1 {
 		return fmt.Errorf("%w: the firmware refused %d stale commands, want exactly the late one", ErrAuditFailed, rep.Refused)
+	}
+	if rep.Forged != 1 {
+		return fmt.Errorf("%w: the firmware refused %d forged commands, want exactly the forgery", ErrAuditFailed, rep.Forged)
 	}
 	return nil
 }
@@ -258,4 +267,57 @@ func detail(out dispatch.Outcome) string {
 		return "(" + out.Result.Detail + ")"
 	}
 	return ""
+}
+
+// forge publishes a command that claims the largest term, signed with a key
+// that is not valve-1's, as anyone who may publish to the command topic
+// could; the firmware refuses it before it reads its term, and the leader
+// drives the valve on as before.
+func (r *run) forge(ctx context.Context, client *dispatch.Client) error {
+	secret := make([]byte, fence.MinKeyBytes)
+	if _, err := rand.Read(secret); err != nil {
+		return err
+	}
+	intruder, err := fence.NewVerifier(fence.Key{ID: r.world.valveKeys.KeyID(), Secret: secret})
+	if err != nil {
+		return err
+	}
+	tok, err := coordination.NewFencingToken(1, 0)
+	if err != nil {
+		return err
+	}
+	env := mqtt.Envelope{ID: "forged-1", Role: Role, Device: "valve-1", Action: "open", Term: math.MaxInt64, Token: tok}
+	env.KeyID, env.MAC = intruder.Sign(env.Signed().AppendCanonical(nil))
+	data, err := mqtt.EncodeEnvelope(env)
+	if err != nil {
+		return err
+	}
+	r.tl.print("intruder", "publishes forged-1 to devices/valve-1/cmd under term %s, signed with a key of its own", env.Term)
+	if err := r.world.mqtt.Publish("devices/valve-1/cmd", data, false, 1); err != nil {
+		return fmt.Errorf("demo: publish the forgery: %w", err)
+	}
+	if err := poll(ctx, func() bool { return r.world.valve.forged.Load() > 0 }); err != nil {
+		return fmt.Errorf("demo: the firmware never saw the forgery: %w", err)
+	}
+	r.report.Forged = r.world.valve.forged.Load()
+
+	// The leader's next command is still admitted: the forgery changed
+	// nothing in the fence.
+	cmd := dispatch.Command{ID: "after-forgery", Role: Role, Device: "valve-1", Action: "close", SubmittedAt: time.Now()}
+	cmd.Deadline = cmd.SubmittedAt.Add(time.Minute)
+	if err := client.Submit(ctx, cmd); err != nil {
+		return fmt.Errorf("demo: submit %s: %w", cmd.ID, err)
+	}
+	r.report.Submitted++
+	wctx, cancel := context.WithTimeout(ctx, DefaultStepTimeout)
+	defer cancel()
+	out, err := client.Wait(wctx, Role, cmd.ID)
+	if err != nil {
+		return fmt.Errorf("demo: wait for %s: %w", cmd.ID, err)
+	}
+	r.tl.print("client", "%s: %s %s", cmd.ID, out.Status, detail(out))
+	if out.Status == dispatch.StatusSucceeded {
+		r.report.Succeeded++
+	}
+	return nil
 }

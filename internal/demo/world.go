@@ -2,10 +2,13 @@ package demo
 
 import (
 	"context"
+	"crypto/rand"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
@@ -31,6 +34,9 @@ type world struct {
 	mqtt    *mochi.Server
 	mqttURL string
 	valve   *firmware
+	// valveKeys holds valve-1's device key, made at start: the members
+	// sign with it and the firmware verifies.
+	valveKeys *fence.Verifier
 
 	sim    *modbussim.Sim
 	modbus *modbussim.TCPServer
@@ -68,7 +74,14 @@ func startWorld(ctx context.Context, tl *timeline, stateDir string) (_ *world, e
 	if err != nil {
 		return nil, err
 	}
-	w.valve = &firmware{store: store, tl: tl}
+	secret := make([]byte, fence.MinKeyBytes)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, err
+	}
+	if w.valveKeys, err = fence.NewVerifier(fence.Key{ID: "demo", Secret: secret}); err != nil {
+		return nil, err
+	}
+	w.valve = &firmware{store: store, keys: w.valveKeys, tl: tl}
 	w.mqtt = mochi.New(&mochi.Options{InlineClient: true, Logger: slog.New(slog.DiscardHandler)})
 	if err := w.mqtt.AddHook(new(auth.AllowHook), nil); err != nil {
 		return nil, err
@@ -86,7 +99,7 @@ func startWorld(ctx context.Context, tl *timeline, stateDir string) (_ *world, e
 	}); err != nil {
 		return nil, err
 	}
-	tl.print("mqtt", "broker (mochi, in process) at %s; valve-1's firmware listens on devices/valve-1/cmd and fences by term", w.mqttURL)
+	tl.print("mqtt", "broker (mochi, in process) at %s; valve-1's firmware listens on devices/valve-1/cmd, verifies each command's MAC under its device key (made at start, id %q) and fences by term", w.mqttURL, w.valveKeys.KeyID())
 
 	w.sim = modbussim.New()
 	w.modbus, err = w.sim.ListenTCP("")
@@ -139,12 +152,15 @@ func createTopics(ctx context.Context, brokers []string) error {
 }
 
 // firmware is the valve's side of MQTT: it admits a command only when its
-// term is at least the highest it has seen, as devices/fence prescribes.
+// MAC verifies under the device key and its term is at least the highest
+// it has seen, as devices/fence prescribes.
 type firmware struct {
 	store   *fence.Store
+	keys    *fence.Verifier
 	tl      *timeline
 	acted   atomic.Int64
-	refused atomic.Int64
+	refused atomic.Int64 // authentic, but stale (or expired, or replayed)
+	forged  atomic.Int64 // not authenticated
 }
 
 func (f *firmware) receive(payload []byte) {
@@ -153,8 +169,12 @@ func (f *firmware) receive(payload []byte) {
 		f.tl.print("valve-1", "ignored a message that is not a command envelope: %v", err)
 		return
 	}
-	if err := f.store.Admit(env.Device, env.Authority()); err != nil {
-		f.refused.Add(1)
+	if _, err := f.store.AdmitSigned(f.keys, env.Signed(), env.KeyID, env.MAC, time.Now()); err != nil {
+		if errors.Is(err, fence.ErrUnauthenticated) {
+			f.forged.Add(1)
+		} else {
+			f.refused.Add(1)
+		}
 		f.tl.print(env.Device, "REFUSED %s %q under %s: %v", env.ID, env.Action, env.Authority(), err)
 		return
 	}

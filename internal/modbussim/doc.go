@@ -30,7 +30,8 @@
 //     coils) and 16 (write multiple registers) reach the memory. Discrete
 //     inputs and input registers read as zero over TCP; over RTU they, and
 //     every other function code, are answered with an illegal function
-//     exception.
+//     exception. Function 23 (read/write multiple registers) is among them:
+//     the TCP server library does not serve it.
 //   - No timing of the serial line: the RTU responder frames requests by
 //     their function code and length, not by the 3.5-character silence of
 //     the specification, and it answers as fast as it can. A partial frame

@@ -200,6 +200,11 @@ func (s *Sim) SetCoils(unitID uint8, addr uint16, values ...bool) {
 // positive, with [IllegalDataValue] and no change to its memory. A later
 // term is admitted whatever the registers after it hold: within one term
 // the token may rotate to a lower producer id.
+//
+// The registers after the term in the same request, the token and any
+// command's registers that follow the fence block, are written only when
+// the term is admitted: the unit serves devices/modbus's one-request
+// fencing, refusing a stale term and its command in one answer.
 func (s *Sim) SetFence(unitID uint8, addr uint16) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -30,6 +30,13 @@ type Mosquitto struct {
 // at the test's cleanup.
 func NewMosquitto(t testing.TB, bin string) *Mosquitto {
 	t.Helper()
+	return newMosquitto(t, bin, func(string) string { return "allow_anonymous true\n" })
+}
+
+// newMosquitto prepares a private broker whose one listener takes the
+// settings that listener returns for the broker's directory.
+func newMosquitto(t testing.TB, bin string, listener func(dir string) string) *Mosquitto {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("mqtttest: find a free port: %v", err)
@@ -45,7 +52,7 @@ func NewMosquitto(t testing.TB, bin string) *Mosquitto {
 		runAs = u.Username
 	}
 	conf := fmt.Sprintf("user %s\npersistence false\nset_tcp_nodelay true\nlog_dest stderr\nlog_type error\nlog_type warning\n"+
-		"listener %s 127.0.0.1\nallow_anonymous true\n", runAs, port)
+		"listener %s 127.0.0.1\n%s", runAs, port, listener(m.dir))
 	if err := os.WriteFile(m.conf, []byte(conf), 0o600); err != nil {
 		t.Fatalf("mqtttest: write mosquitto config: %v", err)
 	}

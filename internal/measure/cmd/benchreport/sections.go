@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/devices/fence"
 	"github.com/krabka-io/krabka-dispatch/devices/mqtt"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
 	"github.com/krabka-io/krabka-dispatch/internal/measure"
@@ -171,7 +173,12 @@ func mqttSection(ctx context.Context, o options, prefix string, newTopic func(st
 	if err != nil {
 		return fmt.Errorf("raw publish: %w", err)
 	}
-	dev, err := mqtt.New(mqtt.Config{Brokers: []string{o.mqttURL}, Topic: prefix + "/{device}/cmd", QoS: 1})
+	// The device signs, as a deployment with the default settings does.
+	keys, err := fence.NewVerifier(fence.Key{ID: "bench", Secret: bytes.Repeat([]byte{0x5a}, fence.MinKeyBytes)})
+	if err != nil {
+		return err
+	}
+	dev, err := mqtt.New(mqtt.Config{Brokers: []string{o.mqttURL}, Topic: prefix + "/{device}/cmd", QoS: 1, Verifier: keys})
 	if err != nil {
 		return err
 	}
