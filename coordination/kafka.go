@@ -274,16 +274,6 @@ func (t *KafkaTransport) clientOpts(extra ...kgo.Opt) []kgo.Opt {
 	return append(opts, extra...)
 }
 
-// retryBackoff is the backoff of the transport's clients: from a tenth of
-// DefaultKafkaRetryBackoffMax, doubling, to DefaultKafkaRetryBackoffMax.
-func retryBackoff(tries int) time.Duration {
-	backoff := DefaultKafkaRetryBackoffMax / 10
-	for i := 1; i < tries && backoff < DefaultKafkaRetryBackoffMax; i++ {
-		backoff *= 2
-	}
-	return min(backoff, DefaultKafkaRetryBackoffMax)
-}
-
 // bound limits one call to the lease duration: a call that takes longer
 // than a lease is useless to a holder, whose standbys challenge at the
 // deadline anyway.

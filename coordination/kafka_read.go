@@ -20,10 +20,6 @@ const (
 	// kafkaFetchMaxBytes bounds one fetch response. Kafka returns at least
 	// one whole batch whatever the bound, so a read always advances.
 	kafkaFetchMaxBytes = 4 << 20
-
-	// kafkaRetryBackoff is the pause before a fetch is retried after a
-	// leader move or a broker that went away.
-	kafkaRetryBackoff = 50 * time.Millisecond
 )
 
 // partitionReader is the read state of one partition: the records read so
@@ -274,47 +270,39 @@ func (t *KafkaTransport) WaitPartition(ctx context.Context, partition TopicParti
 // when the offset is out of range. A leader move, a lost broker, or a topic
 // that is still being created is retried within ctx.
 func (t *KafkaTransport) fetch(ctx context.Context, r *partitionReader, offset int64, maxWait time.Duration) (kgo.FetchPartition, int64, error) {
-	for {
-		fp, next, err := t.fetchOnce(ctx, r, offset, maxWait)
-		if err == nil {
-			return fp, next, nil
-		}
-		if !retriableFetchErr(err) {
-			return kgo.FetchPartition{}, 0, err
-		}
-		r.leader = -1
-		select {
-		case <-ctx.Done():
-			return kgo.FetchPartition{}, 0, fmt.Errorf("%w (last: %w)", ctx.Err(), err)
-		case <-time.After(kafkaRetryBackoff):
-		}
+	type fetched struct {
+		fp   kgo.FetchPartition
+		next int64
 	}
+	got, err := retryRead(ctx, retriableFetchErr, func() (fetched, error) {
+		fp, next, err := t.fetchOnce(ctx, r, offset, maxWait)
+		if err != nil {
+			r.leader = -1
+		}
+		return fetched{fp, next}, err
+	})
+	if err != nil {
+		return kgo.FetchPartition{}, 0, err
+	}
+	return got.fp, got.next, nil
 }
 
 // logStart returns the first offset of the log of a partition.
 func (t *KafkaTransport) logStart(ctx context.Context, partition TopicPartition) (int64, error) {
-	for {
+	return retryRead(ctx, retriableErr, func() (int64, error) {
 		listed, err := t.admin.ListStartOffsets(ctx, partition.Topic)
-		if err == nil {
-			o, ok := listed.Lookup(partition.Topic, int32(partition.Partition))
-			switch {
-			case !ok:
-				err = kerr.UnknownTopicOrPartition
-			case o.Err != nil:
-				err = o.Err
-			default:
-				return o.Offset, nil
-			}
-		}
-		if !retriableErr(err) {
+		if err != nil {
 			return 0, err
 		}
-		select {
-		case <-ctx.Done():
-			return 0, fmt.Errorf("%w (last: %w)", ctx.Err(), err)
-		case <-time.After(kafkaRetryBackoff):
+		o, ok := listed.Lookup(partition.Topic, int32(partition.Partition))
+		switch {
+		case !ok:
+			return 0, kerr.UnknownTopicOrPartition
+		case o.Err != nil:
+			return 0, o.Err
 		}
-	}
+		return o.Offset, nil
+	})
 }
 
 // errNoLeader reports a partition without a leader in the metadata.

@@ -44,20 +44,23 @@ func (d *Dispatcher) intakeLoop() {
 	d.mu.Lock()
 	next := d.intake
 	d.mu.Unlock()
+	waits := doubling(d.cfg.writeRetryBackoff, d.cfg.maxRetryBackoff)
 	for {
 		records, err := d.cfg.requests.ReadRequests(d.haltCtx, d.requestTP, next)
 		if d.haltCtx.Err() != nil {
 			return
 		}
 		if err != nil {
-			d.cfg.logger.Warn("dispatch: reading the requests topic failed; trying again", "partition", d.requestTP, "from", next, "err", err)
+			wait := waits.NextBackOff()
+			d.cfg.logger.Warn("dispatch: reading the requests topic failed; trying again", "partition", d.requestTP, "from", next, "retry_in", wait, "err", err)
 			select {
-			case <-time.After(d.cfg.writeRetryBackoff):
+			case <-time.After(wait):
 			case <-d.haltCtx.Done():
 				return
 			}
 			continue
 		}
+		waits.Reset()
 		for _, rec := range records {
 			if rec.Offset < next {
 				continue

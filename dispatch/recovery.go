@@ -137,7 +137,7 @@ func foldLog(role string, requests coordination.TopicPartition, entries []Entry)
 // allows. A record that does not decode fails at once: a leader must not act
 // on part of its log, and only an operator can repair it.
 func (d *Dispatcher) readLog(ctx context.Context) ([]Entry, error) {
-	backoff := d.cfg.writeRetryBackoff
+	waits := doubling(d.cfg.writeRetryBackoff, d.cfg.maxRetryBackoff)
 	for {
 		entries, err := d.log.ReadLog(ctx, d.logTP)
 		var malformed *MalformedRecordError
@@ -150,11 +150,10 @@ func (d *Dispatcher) readLog(ctx context.Context) ([]Entry, error) {
 		}
 		d.cfg.logger.Warn("dispatch: reading the log failed; trying again", "partition", d.logTP, "err", err)
 		select {
-		case <-time.After(backoff):
+		case <-time.After(waits.NextBackOff()):
 		case <-ctx.Done():
 			return nil, errors.Join(ctx.Err(), err)
 		}
-		backoff = min(2*backoff, d.cfg.maxRetryBackoff)
 	}
 }
 

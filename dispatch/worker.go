@@ -97,7 +97,7 @@ func (d *Dispatcher) drive(l *lane) {
 // so, also when the device's error does not.
 func (d *Dispatcher) execute(l *lane, j job) {
 	c, cmd := j.c, j.c.cmd
-	backoff := d.cfg.retryBackoff
+	waits := doubling(d.cfg.retryBackoff, d.cfg.maxRetryBackoff)
 	var lastErr error
 	for try := 1; ; try++ {
 		if d.haltCtx.Err() != nil {
@@ -152,11 +152,10 @@ func (d *Dispatcher) execute(l *lane, j job) {
 			}
 			d.cfg.logger.Debug("dispatch: retrying a command", "command", cmd.ID, "device", cmd.Device, "try", try, "err", err)
 			select {
-			case <-time.After(backoff):
+			case <-time.After(waits.NextBackOff()):
 			case <-d.haltCtx.Done():
 				return
 			}
-			backoff = min(2*backoff, d.cfg.maxRetryBackoff)
 			continue
 		default:
 			d.record(c, Outcome{Status: StatusInDoubt, Reason: deviceReason(err, cut), Result: result, Attempt: j.attempt})

@@ -35,3 +35,6 @@ done
 # compete with each other.
 mkdir -p "$root/.run"
 go test -race -tags integration -timeout 40m -count=1 -p 1 ./... 2>&1 | tee "$root/.run/test.log"
+# The benchmarks and their report are a module of their own, which ./...
+# above does not enter; their tests run the same way.
+(cd test/bench && go test -race -tags integration -timeout 20m -count=1 -p 1 ./...) 2>&1 | tee -a "$root/.run/test.log"

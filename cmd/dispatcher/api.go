@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/spf13/pflag"
 
 	"github.com/krabka-io/krabka-dispatch/internal/config"
@@ -156,7 +157,7 @@ func (o *APIOptions) post(ctx context.Context, timeout time.Duration, path strin
 	if err != nil {
 		return "", err
 	}
-	backoff := unavailableBackoffMin
+	waits := &backoff.ExponentialBackOff{InitialInterval: unavailableBackoffMin, Multiplier: 2, MaxInterval: unavailableBackoffMax}
 	for {
 		answered, err := o.postOnce(ctx, timeout, path, data, out)
 		if !errors.Is(err, errUnavailable) {
@@ -165,9 +166,8 @@ func (o *APIOptions) post(ctx context.Context, timeout time.Duration, path strin
 		select {
 		case <-ctx.Done():
 			return answered, err
-		case <-time.After(backoff):
+		case <-time.After(waits.NextBackOff()):
 		}
-		backoff = min(2*backoff, unavailableBackoffMax)
 	}
 }
 

@@ -3,9 +3,9 @@ package mqtt
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	paho "github.com/eclipse/paho.mqtt.golang"
 )
 
@@ -117,11 +117,11 @@ func (d *Device) CheckHealth(ctx context.Context) error {
 // supervise owns the connection until Close.
 func (d *Device) supervise() {
 	defer close(d.done)
-	backoff := d.cfg.ReconnectMinInterval
+	waits := reconnectWaits(d.cfg.ReconnectMinInterval, d.cfg.ReconnectMaxInterval)
 	for {
 		err := d.connect()
 		if err == nil {
-			backoff = d.cfg.ReconnectMinInterval
+			waits.Reset()
 			d.setState(true, nil)
 			d.log.Info("mqtt connected", "brokers", d.cfg.Brokers, "client_id", d.clientID)
 			select {
@@ -138,25 +138,23 @@ func (d *Device) supervise() {
 			}
 		}
 		d.setState(false, err)
-		d.log.Warn("mqtt connect failed", "error", err, "retry_in", backoff)
-		timer := time.NewTimer(jitter(backoff))
+		wait := waits.NextBackOff()
+		d.log.Warn("mqtt connect failed", "error", err, "retry_in", wait)
+		timer := time.NewTimer(wait)
 		select {
 		case <-timer.C:
 		case <-d.closing:
 			timer.Stop()
 			return
 		}
-		backoff = min(2*backoff, d.cfg.ReconnectMaxInterval)
 	}
 }
 
-// jitter spreads d over [0.8d, 1.2d), so that clients that lost one broker
-// do not return in step.
-func jitter(d time.Duration) time.Duration {
-	if d <= 0 {
-		return d
-	}
-	return d*4/5 + rand.N(d*2/5+1)
+// reconnectWaits returns the waits between two failed connection attempts:
+// from min, doubling, up to max, each spread over 0.8 to 1.2 times itself so
+// that clients that lost one broker do not return in step.
+func reconnectWaits(min, max time.Duration) *backoff.ExponentialBackOff {
+	return &backoff.ExponentialBackOff{InitialInterval: min, RandomizationFactor: 0.2, Multiplier: 2, MaxInterval: max}
 }
 
 // connect makes one connection attempt and subscribes to the reply topic.

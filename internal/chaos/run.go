@@ -17,7 +17,6 @@ import (
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
-	"github.com/krabka-io/krabka-dispatch/internal/measure"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -104,7 +103,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	r.role, r.logTopic, r.reqTopic = name, name+"-log", name+"-requests"
 	for _, topic := range []string{r.logTopic, r.reqTopic} {
 		tctx, cancel := context.WithTimeout(ctx, time.Minute)
-		err := measure.CreateTopic(tctx, cfg.Brokers, measure.TopicSpec{Name: topic, Partitions: 1, Replication: 3, MinInsyncReplicas: 2})
+		err := createTopic(tctx, cfg.Brokers, topic)
 		cancel()
 		if err != nil {
 			return Result{}, err

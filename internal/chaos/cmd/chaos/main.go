@@ -23,7 +23,6 @@ import (
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/internal/chaos"
-	"github.com/krabka-io/krabka-dispatch/internal/measure"
 )
 
 func main() {
@@ -86,12 +85,7 @@ func run() (bool, error) {
 
 // facts describes the host for the Markdown report.
 func facts(finished time.Time, wall time.Duration) chaos.RunFacts {
-	m := measure.ReadMachine()
-	return chaos.RunFacts{
-		Finished: finished,
-		Wall:     wall,
-		Machine:  fmt.Sprintf("%d CPUs, %.1f GiB, Linux %s (brokers, members and harness share them)", m.CPUs, float64(m.MemoryBytes)/(1<<30), m.Kernel),
-	}
+	return chaos.RunFacts{Finished: finished, Wall: wall, Machine: hostLine()}
 }
 
 // renderRun prints the Markdown report of a finished run. The run's wall

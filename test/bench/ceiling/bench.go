@@ -1,4 +1,4 @@
-// Package bench measures the dispatcher against its ceiling on a real
+// Package ceiling measures the dispatcher against its ceiling on a real
 // cluster, in one run: end-to-end commands per second and submit-to-dispatch
 // latency through a dispatch.Dispatcher with a device that does nothing, and
 // the same figures for raw franz-go transactional produce of the same records
@@ -11,7 +11,7 @@
 // is done when the command's outcome is recorded, and its latency ends when
 // the device is called; the raw side is done, and its latency ends, when the
 // transaction that holds the command's records commits.
-package bench
+package ceiling
 
 import (
 	"context"

@@ -19,7 +19,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/krabka-io/krabka-dispatch/internal/bench"
+	"github.com/krabka-io/krabka-dispatch/test/bench/ceiling"
 )
 
 func main() {
@@ -30,11 +30,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	flags := flag.NewFlagSet("benchdispatch", flag.ContinueOnError)
 	flags.SetOutput(stderr)
 	brokers := flags.String("brokers", os.Getenv("KRABKA_KAFKA_BROKERS"), "comma-separated broker addresses")
-	commands := flags.Int("commands", bench.DefaultCommands, "measured commands per side")
-	warmup := flags.Int("warmup", bench.DefaultWarmup, "unmeasured commands per side before the measurement")
-	batch := flags.Int("batch", bench.DefaultBatch, "records per transaction, on both sides")
+	commands := flags.Int("commands", ceiling.DefaultCommands, "measured commands per side")
+	warmup := flags.Int("warmup", ceiling.DefaultWarmup, "unmeasured commands per side before the measurement")
+	batch := flags.Int("batch", ceiling.DefaultBatch, "records per transaction, on both sides")
 	submitters := flags.Int("submitters", 0, "concurrent submitters (0: twice the batch)")
-	payload := flags.Int("payload", bench.DefaultPayload, "payload bytes per command")
+	payload := flags.Int("payload", ceiling.DefaultPayload, "payload bytes per command")
 	minRatio := flags.Float64("min-ratio", 0, "exit 2 when the ratio is below this")
 	asJSON := flags.Bool("json", false, "print the result as JSON")
 	timeout := flags.Duration("timeout", 10*time.Minute, "bound on the whole run")
@@ -49,7 +49,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	res, err := bench.Run(ctx, bench.Config{
+	res, err := ceiling.Run(ctx, ceiling.Config{
 		Brokers: strings.Split(*brokers, ","), Commands: *commands, Warmup: *warmup,
 		Batch: *batch, Submitters: *submitters, Payload: *payload,
 	})
@@ -64,7 +64,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	} else {
 		fmt.Fprintf(stdout, "batch %d records per transaction, %d submitters, %d commands per side\n", res.Batch, res.Submitters, res.Dispatcher.Commands)
 		fmt.Fprintf(stdout, "%-18s %12s %10s %10s %8s %10s\n", "side", "commands/s", "p50", "p99", "txns", "recs/txn")
-		for _, s := range []bench.Side{res.Dispatcher, res.Raw} {
+		for _, s := range []ceiling.Side{res.Dispatcher, res.Raw} {
 			fmt.Fprintf(stdout, "%-18s %12.0f %10v %10v %8d %10.1f\n", s.Name, s.PerSecond,
 				s.P50.Round(10*time.Microsecond), s.P99.Round(10*time.Microsecond), s.Transactions, s.RecordsPerTransaction)
 		}

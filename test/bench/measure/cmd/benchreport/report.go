@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
-	"github.com/krabka-io/krabka-dispatch/internal/measure"
+	"github.com/krabka-io/krabka-dispatch/test/bench/measure"
 )
 
 // Targets of issue "Measured": the figures the report judges.
@@ -40,7 +40,7 @@ func (r *report) write() error {
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	m := r.machine
 	w("# Performance\n\n")
-	w("Measured by `make bench` (`scripts/bench.sh`, the tool in `internal/measure/cmd/benchreport`) on %s UTC, in %s.\n",
+	w("Measured by `make bench` (`scripts/bench.sh`, the tool in `test/bench/measure/cmd/benchreport`) on %s UTC, in %s.\n",
 		m.Date.Format("2006-01-02 15:04"), time.Since(r.started).Round(time.Second))
 	w("Every figure is judged against a ceiling or a bound measured in the same run on the same machine, so the ratios\n")
 	w("travel better than the absolute numbers.\n\n")

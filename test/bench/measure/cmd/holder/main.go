@@ -1,6 +1,6 @@
 // Command holder competes for one or more roles with package coordination
 // and reports, as JSON lines on standard output, when it takes and loses each
-// one. The measurements of internal/measure run several of them to time a
+// one. The measurements of test/bench/measure run several of them to time a
 // failover from outside the processes:
 //
 //	holder -member m1 -role bench-failover -lease 3s -renew 1s -stagger 1s
@@ -28,7 +28,7 @@ import (
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
-	"github.com/krabka-io/krabka-dispatch/internal/measure"
+	"github.com/krabka-io/krabka-dispatch/test/bench/measure"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 

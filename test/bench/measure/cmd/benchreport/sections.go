@@ -12,7 +12,7 @@ import (
 	"github.com/krabka-io/krabka-dispatch/devices/fence"
 	"github.com/krabka-io/krabka-dispatch/devices/mqtt"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
-	"github.com/krabka-io/krabka-dispatch/internal/measure"
+	"github.com/krabka-io/krabka-dispatch/test/bench/measure"
 )
 
 // failover runs the crash (SIGKILL) or the graceful (SIGTERM) trials.

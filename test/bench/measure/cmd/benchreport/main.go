@@ -35,7 +35,7 @@ import (
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
-	"github.com/krabka-io/krabka-dispatch/internal/measure"
+	"github.com/krabka-io/krabka-dispatch/test/bench/measure"
 )
 
 func main() {
