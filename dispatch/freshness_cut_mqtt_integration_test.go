@@ -3,6 +3,7 @@
 package dispatch_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/devices/fence"
 	"github.com/krabka-io/krabka-dispatch/devices/mqtt"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
 	"github.com/krabka-io/krabka-dispatch/internal/mqtttest"
@@ -181,6 +183,7 @@ func TestPartitionedLeaderMQTTConnectWaitEndsWithFreshness(t *testing.T) {
 		Topic:          mqtttest.Unique("cut-") + "/{device}/cmd",
 		ConnectTimeout: time.Minute,
 		PublishTimeout: time.Minute,
+		Verifier:       cutKeys(t),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -225,6 +228,7 @@ func TestPartitionedLeaderMQTTAckWaitEndsWithFreshness(t *testing.T) {
 		ConnectTimeout: time.Minute,
 		PublishTimeout: time.Minute,
 		KeepAlive:      time.Minute,
+		Verifier:       cutKeys(t),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -255,4 +259,15 @@ func TestPartitionedLeaderMQTTAckWaitEndsWithFreshness(t *testing.T) {
 	if n := len(dev.seen()); n != 1 {
 		t.Errorf("%d Dispatch calls, want 1", n)
 	}
+}
+
+// cutKeys is the device key of the cut tests' MQTT devices: authentication
+// is on, as it is by default.
+func cutKeys(t *testing.T) *fence.Verifier {
+	t.Helper()
+	keys, err := fence.NewVerifier(fence.Key{ID: "cut", Secret: bytes.Repeat([]byte{0x3c}, fence.MinKeyBytes)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
 }
