@@ -13,8 +13,18 @@ import (
 )
 
 // appendEnvelope writes the JSON form of env, in the field order and with
-// the rules of wireEnvelope, without reflection: it runs once per dispatch.
-// A payload that is valid JSON is embedded byte for byte.
+// the rules of wireEnvelope. A payload that is valid JSON is embedded byte
+// for byte.
+//
+// It is written by hand for that last rule, not for speed: the MAC covers
+// the payload's bytes, and encoding/json compacts an embedded JSON value, so
+// a device would decode other bytes than the dispatcher signed. Speed does
+// not decide it either way: BenchmarkEnvelopeEncoders measured about 1.1 µs
+// here against 1.9 µs for encoding/json, beside a Kafka commit of
+// milliseconds per batch. FuzzEnvelopeEncoderAgreesWithEncodingJSON checks
+// that encoding/json reads whatever it writes as the envelope json.Marshal
+// would have written, and that it refuses only text JSON cannot carry
+// unchanged.
 func appendEnvelope(buf []byte, env Envelope, encoding string) ([]byte, error) {
 	buf = append(buf, `{"v":`...)
 	buf = strconv.AppendInt(buf, EnvelopeVersion, 10)
