@@ -81,7 +81,8 @@
 // its submission or intake (a child of the trace context in the request's
 // headers), one per record of it from queueing to commit, and one per
 // Dispatch call. The trace context travels in the headers of its log
-// records. With [WithMeterProvider]: dispatch.commands (outcomes by status),
+// records, so a new leader that settles the command at a takeover continues
+// the same trace from its Issued record ([Entry.Trace]). With [WithMeterProvider]: dispatch.commands (outcomes by status),
 // dispatch.commit.duration and dispatch.dispatch.duration (seconds), and the
 // gauges dispatch.pending and dispatch.in_doubt.
 //

@@ -121,6 +121,15 @@ func (t *telemetry) startRecord(parent trace.SpanContext, name string) trace.Spa
 	return span
 }
 
+// startTakeover opens the span of a new leader's settling of a command that
+// an earlier leader left pending: a child of the command's trace, from its
+// Issued record, when the record carries one.
+func (t *telemetry) startTakeover(issued trace.SpanContext, cmd Command) trace.Span {
+	ctx := trace.ContextWithRemoteSpanContext(context.Background(), issued)
+	_, span := t.tracer.Start(ctx, "dispatch.takeover", trace.WithAttributes(commandAttributes(cmd)...))
+	return span
+}
+
 // startDispatch opens the span of one Dispatch call.
 func (t *telemetry) startDispatch(ctx context.Context, parent trace.SpanContext, cmd Command, token coordination.FencingToken, try int) (context.Context, trace.Span) {
 	ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
@@ -149,6 +158,13 @@ func traceHeaders(span trace.SpanContext) []coordination.Header {
 	ctx := trace.ContextWithSpanContext(context.Background(), span)
 	propagation.TraceContext{}.Inject(ctx, headerCarrier{headers: &headers})
 	return headers
+}
+
+// traceFromHeaders returns the W3C trace context that record headers carry,
+// or the zero SpanContext.
+func traceFromHeaders(headers []coordination.Header) trace.SpanContext {
+	ctx := propagation.TraceContext{}.Extract(context.Background(), headerCarrier{headers: &headers})
+	return trace.SpanContextFromContext(ctx)
 }
 
 // headerCarrier adapts record headers to the propagation API.

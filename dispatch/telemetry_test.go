@@ -2,10 +2,12 @@ package dispatch
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/krabka-io/krabka-dispatch/coordination"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -109,5 +111,63 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("histograms %v", histograms)
 		}
 		h.stop()
+	})
+}
+
+// TestTraceContinuesAcrossTakeover submits a command under a parent span to
+// a leader that dies while the device holds the command; the next leader
+// reads the trace context from the Issued record's headers, and its
+// takeover, Redispatched record and dispatch are spans of the submit's trace.
+func TestTraceContinuesAcrossTakeover(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		spans := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+		log := &leaderLog{}
+		held := make(chan struct{})
+		first := redispatchDevice{&recordingDevice{log: log, t: t, respond: func(ctx context.Context, _ Command, _ int) (Result, error) {
+			close(held)
+			<-ctx.Done()
+			return Result{}, ctx.Err()
+		}}}
+		h1 := newHarness(t, log, map[string]Device{"valve": first}, WithTracerProvider(tp))
+		h1.start(t.Context())
+		ctx, parent := tp.Tracer("test").Start(t.Context(), "caller")
+		submitted := make(chan error, 1)
+		go func() {
+			_, err := h1.d.Submit(ctx, newCommand("carried", "valve", time.Hour))
+			submitted <- err
+		}()
+		<-held
+		h1.leader.end(fmt.Errorf("test: %w", coordination.ErrFenced))
+		<-h1.runErr
+		<-submitted
+		parent.End()
+		want := parent.SpanContext().TraceID()
+
+		second := redispatchDevice{&recordingDevice{log: log, t: t}}
+		h2 := newHarness(t, log, map[string]Device{"valve": second}, WithTracerProvider(tp))
+		h2.leader.token = fakeToken(t, 8, 0)
+		h2.start(t.Context())
+		synctest.Wait()
+		if calls := second.seen(); len(calls) != 1 || calls[0].id != "carried" {
+			t.Fatalf("successor's calls %+v, want one redispatch of carried", calls)
+		}
+		h2.stop()
+
+		seen := map[string]bool{}
+		for _, s := range spans.Ended() {
+			switch s.Name() {
+			case "dispatch.takeover", "dispatch.redispatch", "dispatch.device":
+				seen[s.Name()] = true
+				if got := s.SpanContext().TraceID(); got != want {
+					t.Errorf("span %s is in trace %s, want the submit's %s", s.Name(), got, want)
+				}
+			}
+		}
+		for _, name := range []string{"dispatch.takeover", "dispatch.redispatch", "dispatch.device"} {
+			if !seen[name] {
+				t.Errorf("no %s span ended; seen %v", name, seen)
+			}
+		}
 	})
 }
