@@ -2,14 +2,49 @@ package dispatch
 
 import (
 	"context"
+	"fmt"
+	"sort"
 	"sync"
+	"time"
 )
+
+// DeviceHealth is the answer of one device's last health check.
+type DeviceHealth struct {
+	// Device is the name the device is registered under.
+	Device string
+	// CheckedAt is when the check returned.
+	CheckedAt time.Time
+	// Err is the check's error; nil for a reachable device and for one that
+	// does not implement [HealthChecker].
+	Err error
+}
+
+// DeviceUnavailableError reports a command that [Dispatcher.Submit] refused
+// without recording it, because the last health check of its device failed.
+// The caller may submit the command again once the device is back.
+type DeviceUnavailableError struct {
+	// Device names the device; CheckedAt is when its check failed.
+	Device    string
+	CheckedAt time.Time
+	// Err is the check's error.
+	Err error
+}
+
+// Error names the device and the failed check.
+func (e *DeviceUnavailableError) Error() string {
+	return fmt.Sprintf("dispatch: device %q is unreachable (health check at %s): %v",
+		e.Device, e.CheckedAt.UTC().Format(time.RFC3339), e.Err)
+}
+
+// Unwrap returns the check's error.
+func (e *DeviceUnavailableError) Unwrap() error { return e.Err }
 
 // CheckHealth asks every registered device that implements [HealthChecker]
 // whether it is reachable, all at once, and returns each device's answer by
 // name: nil for a healthy device, and for one without CheckHealth. It
 // returns when every check returned; each check must return by the time ctx
-// ends, so bound ctx for a health endpoint.
+// ends, so bound ctx for a health endpoint. The registry remembers the
+// answers for [Registry.Health] and [Registry.Unavailable].
 func (r *Registry) CheckHealth(ctx context.Context) map[string]error {
 	names := r.Names()
 	results := make(map[string]error, len(names))
@@ -35,5 +70,40 @@ func (r *Registry) CheckHealth(ctx context.Context) map[string]error {
 		})
 	}
 	wg.Wait()
+	now := time.Now()
+	r.mu.Lock()
+	if r.health == nil {
+		r.health = make(map[string]DeviceHealth, len(results))
+	}
+	for name, err := range results {
+		r.health[name] = DeviceHealth{Device: name, CheckedAt: now, Err: err}
+	}
+	r.mu.Unlock()
 	return results
+}
+
+// Health returns the answers of the last [Registry.CheckHealth], one per
+// device it checked, in name order; nil before the first check.
+func (r *Registry) Health() []DeviceHealth {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]DeviceHealth, 0, len(r.health))
+	for _, h := range r.health {
+		out = append(out, h)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Device < out[j].Device })
+	return out
+}
+
+// Unavailable returns a *[DeviceUnavailableError] when the last
+// [Registry.CheckHealth] found the device named unreachable, and nil when it
+// found it reachable, did not check it, or never ran.
+func (r *Registry) Unavailable(name string) error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	h, ok := r.health[name]
+	if !ok || h.Err == nil {
+		return nil
+	}
+	return &DeviceUnavailableError{Device: name, CheckedAt: h.CheckedAt, Err: h.Err}
 }

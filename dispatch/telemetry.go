@@ -16,26 +16,44 @@ import (
 // instrumentationName names the tracer and the meter of this package.
 const instrumentationName = "github.com/krabka-io/krabka-dispatch/dispatch"
 
-// telemetry holds the dispatcher's tracer and instruments. The metrics:
+// telemetry holds the dispatcher's tracer and instruments. The metrics, each
+// with the attributes "role" and "member":
 //
 //	dispatch.commands          counter, by "status": outcomes committed
 //	dispatch.commit.duration   histogram, seconds: one log transaction
 //	dispatch.dispatch.duration histogram, seconds, by "device": one Dispatch call
+//	dispatch.fenced_writes     counter: log transactions refused with coordination.ErrFenced
 //	dispatch.pending           gauge: commands issued or queued, no outcome yet
 //	dispatch.in_doubt          gauge: commands recorded in doubt, unresolved
+//
+// The Prometheus exporter names them dispatch_commands_total,
+// dispatch_commit_duration_seconds, dispatch_dispatch_duration_seconds,
+// dispatch_fenced_writes_total, dispatch_pending and dispatch_in_doubt.
 type telemetry struct {
 	tracer   trace.Tracer
 	outcomes metric.Int64Counter
 	commit   metric.Float64Histogram
 	dispatch metric.Float64Histogram
+	fenced   metric.Int64Counter
 	gauges   metric.Registration
+	// owner holds the attributes "role" and "member" of every measurement.
+	owner attribute.Set
 
 	pending atomic.Int64
 	inDoubt atomic.Int64
 }
 
-func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry, error) {
-	t := &telemetry{tracer: tp.Tracer(instrumentationName)}
+// DurationBuckets returns the bucket boundaries, in seconds, of the
+// package's duration histograms: 1 ms to 10 s. Without them the SDK's
+// defaults, meant for milliseconds, would put every duration in seconds in
+// the bucket of 5.
+func DurationBuckets() []float64 {
+	return []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+}
+
+func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, role, member string) (*telemetry, error) {
+	t := &telemetry{tracer: tp.Tracer(instrumentationName),
+		owner: attribute.NewSet(attribute.String("role", role), attribute.String("member", member))}
 	meter := mp.Meter(instrumentationName)
 	var err error
 	if t.outcomes, err = meter.Int64Counter("dispatch.commands",
@@ -45,12 +63,17 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry,
 	}
 	if t.commit, err = meter.Float64Histogram("dispatch.commit.duration",
 		metric.WithDescription("Duration of one transaction of the command log."),
-		metric.WithUnit("s")); err != nil {
+		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(DurationBuckets()...)); err != nil {
 		return nil, fmt.Errorf("dispatch: metrics: %w", err)
 	}
 	if t.dispatch, err = meter.Float64Histogram("dispatch.dispatch.duration",
 		metric.WithDescription("Duration of one Dispatch call of a device."),
-		metric.WithUnit("s")); err != nil {
+		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(DurationBuckets()...)); err != nil {
+		return nil, fmt.Errorf("dispatch: metrics: %w", err)
+	}
+	if t.fenced, err = meter.Int64Counter("dispatch.fenced_writes",
+		metric.WithDescription("Log transactions that the cluster refused because a newer leader fenced this one."),
+		metric.WithUnit("{transaction}")); err != nil {
 		return nil, fmt.Errorf("dispatch: metrics: %w", err)
 	}
 	pending, err := meter.Int64ObservableGauge("dispatch.pending",
@@ -66,8 +89,8 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry,
 		return nil, fmt.Errorf("dispatch: metrics: %w", err)
 	}
 	t.gauges, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		o.ObserveInt64(pending, t.pending.Load())
-		o.ObserveInt64(inDoubt, t.inDoubt.Load())
+		o.ObserveInt64(pending, t.pending.Load(), metric.WithAttributeSet(t.owner))
+		o.ObserveInt64(inDoubt, t.inDoubt.Load(), metric.WithAttributeSet(t.owner))
 		return nil
 	}, pending, inDoubt)
 	if err != nil {
@@ -87,15 +110,19 @@ func (t *telemetry) pendingDelta(n int64) { t.pending.Add(n) }
 func (t *telemetry) inDoubtDelta(n int64) { t.inDoubt.Add(n) }
 
 func (t *telemetry) countOutcome(s Status) {
-	t.outcomes.Add(context.Background(), 1, metric.WithAttributes(attribute.String("status", s.String())))
+	t.outcomes.Add(context.Background(), 1, metric.WithAttributeSet(t.owner), metric.WithAttributes(attribute.String("status", s.String())))
 }
 
 func (t *telemetry) commitLatency(d time.Duration) {
-	t.commit.Record(context.Background(), d.Seconds())
+	t.commit.Record(context.Background(), d.Seconds(), metric.WithAttributeSet(t.owner))
 }
 
 func (t *telemetry) dispatchLatency(d time.Duration, device string) {
-	t.dispatch.Record(context.Background(), d.Seconds(), metric.WithAttributes(attribute.String("device", device)))
+	t.dispatch.Record(context.Background(), d.Seconds(), metric.WithAttributeSet(t.owner), metric.WithAttributes(attribute.String("device", device)))
+}
+
+func (t *telemetry) countFenced() {
+	t.fenced.Add(context.Background(), 1, metric.WithAttributeSet(t.owner))
 }
 
 // startSubmit opens the root span of a command submitted in process.

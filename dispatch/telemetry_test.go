@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -168,6 +169,103 @@ func TestTraceContinuesAcrossTakeover(t *testing.T) {
 			if !seen[name] {
 				t.Errorf("no %s span ended; seen %v", name, seen)
 			}
+		}
+	})
+}
+
+// TestDurationHistogramsResolveMilliseconds wants the duration histograms to
+// carry the boundaries of DurationBuckets, so a commit of a few milliseconds
+// lands in a low bucket rather than in the SDK's default bucket of 5.
+func TestDurationHistogramsResolveMilliseconds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reader := sdkmetric.NewManualReader()
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		log := &leaderLog{}
+		h := newHarness(t, log, map[string]Device{"valve": &recordingDevice{log: log, t: t}}, WithMeterProvider(mp))
+		h.start(t.Context())
+		if _, err := h.d.Submit(t.Context(), newCommand("timed", "valve", time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		h.stop()
+		seen := 0
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				data, ok := m.Data.(metricdata.Histogram[float64])
+				if !ok {
+					continue
+				}
+				for _, p := range data.DataPoints {
+					seen++
+					if !slices.Equal(p.Bounds, DurationBuckets()) {
+						t.Errorf("%s bounds %v, want %v", m.Name, p.Bounds, DurationBuckets())
+					}
+					// Under synctest no time passes: every duration is 0 s,
+					// in the first bucket (at most 1 ms).
+					if p.Count == 0 || p.BucketCounts[0] != p.Count {
+						t.Errorf("%s buckets %v of %d", m.Name, p.BucketCounts, p.Count)
+					}
+					role, _ := p.Attributes.Value("role")
+					member, _ := p.Attributes.Value("member")
+					if role.AsString() != "controller" || member.AsString() != "node-1" {
+						t.Errorf("%s attributes %v, want role and member", m.Name, p.Attributes.ToSlice())
+					}
+				}
+			}
+		}
+		if seen < 2 {
+			t.Errorf("%d histogram points, want the commit and the dispatch durations", seen)
+		}
+	})
+}
+
+// TestFencedWritesCounted fences the leader under a queued command and wants
+// dispatch.fenced_writes to count the refused transaction.
+func TestFencedWritesCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reader := sdkmetric.NewManualReader()
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		log := &leaderLog{}
+		h := newHarness(t, log, map[string]Device{"valve": &recordingDevice{log: log, t: t}}, WithMeterProvider(mp))
+		h.start(t.Context())
+		synctest.Wait()
+		h.leader.mu.Lock()
+		h.leader.beforeWrite = func([]coordination.GuardedRecord) error {
+			return fmt.Errorf("write: %w", coordination.ErrFenced)
+		}
+		h.leader.mu.Unlock()
+		submitted := make(chan error, 1)
+		go func() {
+			_, err := h.d.Submit(t.Context(), newCommand("refused", "valve", time.Minute))
+			submitted <- err
+		}()
+		// The refused transaction ends nothing by itself: the leadership's
+		// end halts the dispatcher.
+		synctest.Wait()
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		var fenced int64
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				if data, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "dispatch.fenced_writes" {
+					for _, p := range data.DataPoints {
+						fenced += p.Value
+					}
+				}
+			}
+		}
+		if fenced != 1 {
+			t.Errorf("dispatch.fenced_writes = %d, want 1", fenced)
+		}
+		h.leader.end(fmt.Errorf("test: %w", coordination.ErrFenced))
+		<-h.runErr
+		if err := <-submitted; err == nil {
+			t.Error("a submit under a fenced leadership succeeded")
 		}
 	})
 }
