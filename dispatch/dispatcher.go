@@ -323,8 +323,9 @@ func (d *Dispatcher) stop(cause error) {
 // [Command.Validate] refuses returns its *InvalidCommandError and is not
 // recorded. A command for a device that the registry lacks is recorded as
 // rejected. A command for a device whose last health check
-// ([Registry.CheckHealth]) failed returns a *[DeviceUnavailableError] at once
-// and is not recorded.
+// ([Registry.CheckHealth]) failed, and which still fails when asked again
+// ([Registry.Unavailable]), returns a *[DeviceUnavailableError] and is not
+// recorded.
 //
 // Submit returns [ErrHalted] when the dispatcher halts first; the command
 // may then have been recorded and even dispatched. A panic inside the
@@ -339,7 +340,7 @@ func (d *Dispatcher) Submit(ctx context.Context, cmd Command) (Outcome, error) {
 		span.RecordError(err)
 		return Outcome{}, err
 	}
-	if err := d.registry.Unavailable(cmd.Device); err != nil {
+	if err := d.registry.Unavailable(ctx, cmd.Device); err != nil {
 		span.RecordError(err)
 		return Outcome{}, err
 	}
@@ -359,6 +360,17 @@ func (d *Dispatcher) Submit(ctx context.Context, cmd Command) (Outcome, error) {
 		return Outcome{}, err
 	}
 	return d.await(ctx, c)
+}
+
+// Recovered reports whether the dispatcher finished reading its role's log
+// at takeover and takes commands.
+func (d *Dispatcher) Recovered() bool {
+	select {
+	case <-d.ready:
+		return true
+	default:
+		return false
+	}
 }
 
 // complete fills in the fields a submitter may leave empty.

@@ -8,6 +8,10 @@ import (
 	"time"
 )
 
+// DefaultHealthRecheckTimeout bounds the check that [Registry.Unavailable]
+// runs again on a device that its last check found down.
+const DefaultHealthRecheckTimeout = time.Second
+
 // DeviceHealth is the answer of one device's last health check.
 type DeviceHealth struct {
 	// Device is the name the device is registered under.
@@ -95,15 +99,32 @@ func (r *Registry) Health() []DeviceHealth {
 	return out
 }
 
-// Unavailable returns a *[DeviceUnavailableError] when the last
-// [Registry.CheckHealth] found the device named unreachable, and nil when it
-// found it reachable, did not check it, or never ran.
-func (r *Registry) Unavailable(name string) error {
+// Unavailable returns a *[DeviceUnavailableError] when the device named is
+// unreachable, and nil when the last [Registry.CheckHealth] found it
+// reachable, did not check it, or never ran. A device that the last check
+// found down is checked again first, bounded by ctx and
+// [DefaultHealthRecheckTimeout], so a device that came back since (one that
+// connected just after the check, say) is not refused; the answer is
+// remembered.
+func (r *Registry) Unavailable(ctx context.Context, name string) error {
 	r.mu.RLock()
-	defer r.mu.RUnlock()
 	h, ok := r.health[name]
+	device := r.devices[name]
+	r.mu.RUnlock()
 	if !ok || h.Err == nil {
 		return nil
+	}
+	if checker, ok := device.(HealthChecker); ok {
+		cctx, cancel := context.WithTimeout(ctx, DefaultHealthRecheckTimeout)
+		err := checker.CheckHealth(cctx)
+		cancel()
+		h = DeviceHealth{Device: name, CheckedAt: time.Now(), Err: err}
+		r.mu.Lock()
+		r.health[name] = h
+		r.mu.Unlock()
+		if err == nil {
+			return nil
+		}
 	}
 	return &DeviceUnavailableError{Device: name, CheckedAt: h.CheckedAt, Err: h.Err}
 }

@@ -40,9 +40,9 @@ type healthDevice struct {
 func (d *healthDevice) CheckHealth(context.Context) error { return d.down }
 
 // TestSubmitToUnreachableDeviceFailsFast wants a submit for a device whose
-// last health check failed to return a *DeviceUnavailableError at once,
-// with nothing written to the log, and a submit after a good check to go
-// through.
+// last health check failed, and still fails, to return a
+// *DeviceUnavailableError at once, with nothing written to the log, and a
+// submit once the device is back to go through.
 func TestSubmitToUnreachableDeviceFailsFast(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		log := &leaderLog{}
@@ -79,10 +79,14 @@ func TestSubmitToUnreachableDeviceFailsFast(t *testing.T) {
 			t.Errorf("Submit to a healthy device: %+v %v", out, err)
 		}
 
+		// A device back since its last check is asked again, not refused
+		// on a stale answer, and the fresh answer is remembered.
 		dev.down = nil
-		h.registry.CheckHealth(t.Context())
 		if out, err := h.d.Submit(t.Context(), newCommand("back", "valve", time.Minute)); err != nil || out.Status != StatusSucceeded {
 			t.Errorf("Submit after the device came back: %+v %v", out, err)
+		}
+		if health := h.registry.Health(); health[1].Err != nil {
+			t.Errorf("Health after the re-check: %+v", health)
 		}
 		h.stop()
 	})

@@ -76,6 +76,9 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, role, member
 		metric.WithUnit("{transaction}")); err != nil {
 		return nil, fmt.Errorf("dispatch: metrics: %w", err)
 	}
+	// The counter is exported at 0 from the start, so that an alert on
+	// its rate sees the first fence.
+	t.fenced.Add(context.Background(), 0, metric.WithAttributeSet(t.owner))
 	pending, err := meter.Int64ObservableGauge("dispatch.pending",
 		metric.WithDescription("Commands accepted with no outcome yet."),
 		metric.WithUnit("{command}"))
