@@ -474,6 +474,7 @@ func (d *Dispatcher) commit(batch []*item) {
 	}
 	if hasIntake {
 		d.intake = intakeNext
+		d.tel.intakeCommitted(intakeNext)
 	}
 }
 

@@ -42,6 +42,7 @@ func (d *Dispatcher) recover(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.intake = state.intake
+	d.tel.intakeCommitted(state.intake)
 	for _, c := range state.order {
 		d.commands[c.cmd.ID] = c
 		switch {

@@ -25,10 +25,12 @@ const instrumentationName = "github.com/krabka-io/krabka-dispatch/dispatch"
 //	dispatch.fenced_writes     counter: log transactions refused with coordination.ErrFenced
 //	dispatch.pending           gauge: commands issued or queued, no outcome yet
 //	dispatch.in_doubt          gauge: commands recorded in doubt, unresolved
+//	dispatch.intake.lag        gauge: requests partition high watermark less the intake position
 //
 // The Prometheus exporter names them dispatch_commands_total,
 // dispatch_commit_duration_seconds, dispatch_dispatch_duration_seconds,
-// dispatch_fenced_writes_total, dispatch_pending and dispatch_in_doubt.
+// dispatch_fenced_writes_total, dispatch_pending, dispatch_in_doubt and
+// dispatch_intake_lag.
 type telemetry struct {
 	tracer   trace.Tracer
 	outcomes metric.Int64Counter
@@ -41,6 +43,12 @@ type telemetry struct {
 
 	pending atomic.Int64
 	inDoubt atomic.Int64
+	// intakeEnd is the latest high watermark of the requests partition that
+	// intake saw, intakeAt the committed intake position; hasIntake
+	// reports whether the dispatcher reads requests at all.
+	intakeEnd atomic.Int64
+	intakeAt  atomic.Int64
+	hasIntake atomic.Bool
 }
 
 // DurationBuckets returns the bucket boundaries, in seconds, of the
@@ -91,11 +99,20 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, role, member
 	if err != nil {
 		return nil, fmt.Errorf("dispatch: metrics: %w", err)
 	}
+	lag, err := meter.Int64ObservableGauge("dispatch.intake.lag",
+		metric.WithDescription("Requests on the requests partition that intake has not taken yet: its high watermark, as of the last fetch, less the intake position."),
+		metric.WithUnit("{request}"))
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: metrics: %w", err)
+	}
 	t.gauges, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(pending, t.pending.Load(), metric.WithAttributeSet(t.owner))
 		o.ObserveInt64(inDoubt, t.inDoubt.Load(), metric.WithAttributeSet(t.owner))
+		if t.hasIntake.Load() {
+			o.ObserveInt64(lag, max(0, t.intakeEnd.Load()-t.intakeAt.Load()), metric.WithAttributeSet(t.owner))
+		}
 		return nil
-	}, pending, inDoubt)
+	}, pending, inDoubt, lag)
 	if err != nil {
 		return nil, fmt.Errorf("dispatch: metrics: %w", err)
 	}
@@ -111,6 +128,21 @@ func (t *telemetry) close() {
 
 func (t *telemetry) pendingDelta(n int64) { t.pending.Add(n) }
 func (t *telemetry) inDoubtDelta(n int64) { t.inDoubt.Add(n) }
+
+// intakeSeen records the high watermark of a fetch of the requests
+// partition.
+func (t *telemetry) intakeSeen(hwm int64) {
+	t.hasIntake.Store(true)
+	for {
+		old := t.intakeEnd.Load()
+		if hwm <= old || t.intakeEnd.CompareAndSwap(old, hwm) {
+			return
+		}
+	}
+}
+
+// intakeCommitted records the committed intake position.
+func (t *telemetry) intakeCommitted(next int64) { t.intakeAt.Store(next) }
 
 func (t *telemetry) countOutcome(s Status) {
 	t.outcomes.Add(context.Background(), 1, metric.WithAttributeSet(t.owner), metric.WithAttributes(attribute.String("status", s.String())))
