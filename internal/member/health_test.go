@@ -3,6 +3,7 @@ package member
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -160,5 +161,21 @@ func TestReadyIgnoresDevicesByDefault(t *testing.T) {
 	waitFor(t, "the leader recovered", func() bool { return a.m.Ready() == nil })
 	if d := a.m.Leadership().Devices; d[0].Reachable {
 		t.Errorf("devices %+v, want dev unreachable", d)
+	}
+}
+
+func TestLossReason(t *testing.T) {
+	for _, c := range []struct {
+		cause error
+		want  string
+	}{
+		{fmt.Errorf("renew: %w", coordination.ErrFenced), lossFenced},
+		{fmt.Errorf("write: %w", coordination.ErrOutcomeUnknown), lossOutcomeUnknown},
+		{fmt.Errorf("resigned: %w", coordination.ErrNotHeld), lossNotHeld},
+		{errors.New("transport closed"), lossOther},
+	} {
+		if got := lossReason(c.cause); got != c.want {
+			t.Errorf("lossReason(%v) = %s, want %s", c.cause, got, c.want)
+		}
 	}
 }

@@ -31,8 +31,8 @@ const (
 	// MetricElections is a counter of the leaderships the member won.
 	MetricElections = "dispatcher.elections"
 	// MetricLeadershipLosses is a counter of the member's leaderships that
-	// ended, by "reason": fenced, not-held, dispatcher-stopped, resigned,
-	// abandoned.
+	// ended, by "reason": fenced, outcome-unknown, not-held, other,
+	// dispatcher-stopped, resigned, abandoned.
 	MetricLeadershipLosses = "dispatcher.leadership.losses"
 	// MetricDeviceReachable is a gauge by "device": 1 when the device's
 	// last health check passed (or it has none), 0 when it failed.
@@ -42,7 +42,9 @@ const (
 // The reasons of MetricLeadershipLosses.
 const (
 	lossFenced            = "fenced"
+	lossOutcomeUnknown    = "outcome-unknown"
 	lossNotHeld           = "not-held"
+	lossOther             = "other"
 	lossDispatcherStopped = "dispatcher-stopped"
 	lossResigned          = "resigned"
 	lossAbandoned         = "abandoned"
@@ -79,7 +81,7 @@ func newTelemetry(mp metric.MeterProvider, m *Member) (*telemetry, error) {
 	// The counters are exported at 0 from the start, so that an alert on
 	// their rates sees the first increase.
 	t.elections.Add(context.Background(), 0, metric.WithAttributeSet(t.owner))
-	for _, reason := range []string{lossFenced, lossNotHeld, lossDispatcherStopped, lossResigned, lossAbandoned} {
+	for _, reason := range []string{lossFenced, lossOutcomeUnknown, lossNotHeld, lossOther, lossDispatcherStopped, lossResigned, lossAbandoned} {
 		t.losses.Add(context.Background(), 0, metric.WithAttributeSet(t.owner),
 			metric.WithAttributes(attribute.String("reason", reason)))
 	}
@@ -138,15 +140,17 @@ func (t *telemetry) lost(reason string) {
 		metric.WithAttributes(attribute.String("reason", reason)))
 }
 
-// lossReason names why a leadership ended, from its cause.
+// lossReason names why a leadership ended, from the error it ended with.
 func lossReason(cause error) string {
 	switch {
 	case errors.Is(cause, coordination.ErrFenced):
 		return lossFenced
+	case errors.Is(cause, coordination.ErrOutcomeUnknown):
+		return lossOutcomeUnknown
 	case errors.Is(cause, coordination.ErrNotHeld):
 		return lossNotHeld
 	}
-	return lossDispatcherStopped
+	return lossOther
 }
 
 // close stops the gauges' callback.
