@@ -295,12 +295,17 @@ func (r *KafkaLogReader) listOffset(ctx context.Context, cl *kgo.Client, partiti
 }
 
 // DecodeRecord decodes a fetched record of the command log into an entry
-// with its offset, its term and its batch.
+// with its offset, its term, its trace context and its batch.
 func DecodeRecord(rec *kgo.Record) (Entry, error) {
 	e, err := DecodeEntry(rec.Key, rec.Value)
 	if err != nil {
 		return Entry{}, err
 	}
+	headers := make([]coordination.Header, 0, len(rec.Headers))
+	for _, h := range rec.Headers {
+		headers = append(headers, coordination.Header{Key: h.Key, Value: h.Value})
+	}
+	e.Trace = traceFromHeaders(headers)
 	for _, h := range rec.Headers {
 		if h.Key != coordination.TermHeader {
 			continue

@@ -61,9 +61,10 @@ func dispatchUnder(ctx context.Context, device Device, cmd Command, authority co
 	return device.Dispatch(ctx, cmd, authority.Token)
 }
 
-// HealthChecker is an optional interface that a Device may implement. The
-// dispatcher calls CheckHealth for its health endpoint and status output; a
-// device without it is reported healthy.
+// HealthChecker is an optional interface that a Device may implement.
+// [Registry.CheckHealth] calls CheckHealth; [Dispatcher.Submit] refuses a
+// command for a device whose last check failed. A device without it is
+// reported healthy.
 type HealthChecker interface {
 	// CheckHealth reports whether the device is reachable now. It must
 	// return by the time ctx ends.

@@ -131,7 +131,7 @@ func NewDispatcher(leader Leader, registry *Registry, log LogReader, options ...
 	if err != nil {
 		return nil, fmt.Errorf("dispatch: requests partition: %w", err)
 	}
-	tel, err := newTelemetry(cfg.tracerProvider, cfg.meterProvider)
+	tel, err := newTelemetry(cfg.tracerProvider, cfg.meterProvider, role.String(), leader.Member().String())
 	if err != nil {
 		return nil, err
 	}
@@ -322,7 +322,10 @@ func (d *Dispatcher) stop(cause error) {
 // returns (or waits for) the outcome of the first. A command that
 // [Command.Validate] refuses returns its *InvalidCommandError and is not
 // recorded. A command for a device that the registry lacks is recorded as
-// rejected.
+// rejected. A command for a device whose last health check
+// ([Registry.CheckHealth]) failed, and which still fails when asked again
+// ([Registry.Unavailable]), returns a *[DeviceUnavailableError] and is not
+// recorded.
 //
 // Submit returns [ErrHalted] when the dispatcher halts first; the command
 // may then have been recorded and even dispatched. A panic inside the
@@ -334,6 +337,10 @@ func (d *Dispatcher) Submit(ctx context.Context, cmd Command) (Outcome, error) {
 	defer span.End()
 	cmd = d.complete(cmd, time.Now())
 	if err := cmd.Validate(); err != nil {
+		span.RecordError(err)
+		return Outcome{}, err
+	}
+	if err := d.registry.Unavailable(ctx, cmd.Device); err != nil {
 		span.RecordError(err)
 		return Outcome{}, err
 	}
@@ -353,6 +360,17 @@ func (d *Dispatcher) Submit(ctx context.Context, cmd Command) (Outcome, error) {
 		return Outcome{}, err
 	}
 	return d.await(ctx, c)
+}
+
+// Recovered reports whether the dispatcher finished reading its role's log
+// at takeover and takes commands.
+func (d *Dispatcher) Recovered() bool {
+	select {
+	case <-d.ready:
+		return true
+	default:
+		return false
+	}
 }
 
 // complete fills in the fields a submitter may leave empty.

@@ -441,6 +441,9 @@ func (d *Dispatcher) commit(batch []*item) {
 		if err == nil {
 			break
 		}
+		if errors.Is(err, coordination.ErrFenced) {
+			d.tel.countFenced()
+		}
 		if d.haltCtx.Err() != nil || errors.Is(err, coordination.ErrFenced) || errors.Is(err, coordination.ErrOutcomeUnknown) || errors.Is(err, coordination.ErrNotHeld) {
 			// The leadership ends with these; the halt watcher stops the
 			// rest. The records are in doubt and the next leader reads what
@@ -471,6 +474,7 @@ func (d *Dispatcher) commit(batch []*item) {
 	}
 	if hasIntake {
 		d.intake = intakeNext
+		d.tel.intakeCommitted(intakeNext)
 	}
 }
 

@@ -76,6 +76,7 @@ func (l *leaderLog) ReadLog(ctx context.Context, _ coordination.TopicPartition) 
 			return nil, err
 		}
 		e.Offset = int64(i)
+		e.Trace = traceFromHeaders(r.Headers)
 		out = append(out, e)
 	}
 	return out, nil

@@ -81,9 +81,14 @@
 // its submission or intake (a child of the trace context in the request's
 // headers), one per record of it from queueing to commit, and one per
 // Dispatch call. The trace context travels in the headers of its log
-// records. With [WithMeterProvider]: dispatch.commands (outcomes by status),
-// dispatch.commit.duration and dispatch.dispatch.duration (seconds), and the
-// gauges dispatch.pending and dispatch.in_doubt.
+// records, so a new leader that settles the command at a takeover continues
+// the same trace from its Issued record ([Entry.Trace]). With
+// [WithMeterProvider], each with the attributes "role" and "member":
+// dispatch.commands (outcomes by status), dispatch.fenced_writes (log
+// transactions refused with coordination.ErrFenced),
+// dispatch.commit.duration and dispatch.dispatch.duration (seconds, in the
+// buckets of [DurationBuckets]), and the gauges dispatch.pending and
+// dispatch.in_doubt.
 //
 // # Writing a Device
 //
@@ -113,9 +118,15 @@
 //   - [Redispatcher]: RedispatchSafe is asked at a takeover, for each command
 //     an earlier leader left pending. Without it, nothing is dispatched twice:
 //     such commands are recorded in doubt.
-//   - [HealthChecker]: [Registry.CheckHealth] calls CheckHealth for the
-//     binary's health endpoint and status output. Without it a device is
-//     reported healthy.
+//   - [HealthChecker]: [Registry.CheckHealth] calls CheckHealth, which the
+//     binary runs on an interval for its readiness, status output and
+//     metrics, and remembers the answers: [Dispatcher.Submit] refuses a
+//     command for a device whose last check failed with a
+//     *[DeviceUnavailableError] and records nothing. A request read from the
+//     requests topic is not refused so: no caller waits to submit it again,
+//     and a check is up to an interval old, so it is recorded and dispatched
+//     as usual, and the device's Dispatch and the command's deadline decide
+//     its outcome. Without CheckHealth a device is reported healthy.
 //   - io.Closer: [Registry.Close] calls Close once, after the last Dispatch
 //     returned; it must not block indefinitely.
 //

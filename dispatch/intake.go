@@ -23,6 +23,11 @@ type RequestRecord struct {
 	// Headers are the record headers; a W3C trace context among them
 	// becomes the parent of the command's trace.
 	Headers []coordination.Header
+
+	// HighWatermark is the partition's high watermark when the record was
+	// fetched, or 0 when the source does not know it. The dispatcher's
+	// dispatch.intake.lag gauge is the latest one less the intake position.
+	HighWatermark int64
 }
 
 // RequestSource reads one partition of the requests topic, read_committed.
@@ -45,6 +50,7 @@ func (d *Dispatcher) intakeLoop() {
 	next := d.intake
 	d.mu.Unlock()
 	waits := doubling(d.cfg.writeRetryBackoff, d.cfg.maxRetryBackoff)
+	d.tel.intakeSeen(next)
 	for {
 		records, err := d.cfg.requests.ReadRequests(d.haltCtx, d.requestTP, next)
 		if d.haltCtx.Err() != nil {
@@ -62,6 +68,7 @@ func (d *Dispatcher) intakeLoop() {
 		}
 		waits.Reset()
 		for _, rec := range records {
+			d.tel.intakeSeen(max(rec.HighWatermark, rec.Offset+1))
 			if rec.Offset < next {
 				continue
 			}

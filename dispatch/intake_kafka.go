@@ -89,8 +89,12 @@ func (s *KafkaRequestSource) ReadRequests(ctx context.Context, partition coordin
 				ferr = fmt.Errorf("dispatch: fetch %s/%d: %w", topic, p, err)
 			}
 		})
+		var hwm int64
+		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+			hwm = max(hwm, p.HighWatermark)
+		})
 		fetches.EachRecord(func(r *kgo.Record) {
-			rec := RequestRecord{Offset: r.Offset, Key: r.Key, Value: r.Value}
+			rec := RequestRecord{Offset: r.Offset, Key: r.Key, Value: r.Value, HighWatermark: hwm}
 			for _, h := range r.Headers {
 				rec.Headers = append(rec.Headers, coordination.Header{Key: h.Key, Value: h.Value})
 			}

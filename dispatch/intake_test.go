@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
 // fakeRequests is a RequestSource over an in-memory partition.
@@ -182,6 +184,47 @@ func TestIntakeGivesARequestWithoutDeadlineOne(t *testing.T) {
 		}
 		if len(dev.seen()) != 1 {
 			t.Errorf("dispatches %+v", dev.seen())
+		}
+		h.stop()
+	})
+}
+
+// TestIntakeLag wants dispatch.intake.lag to be the requests partition's
+// high watermark, as the last fetch reported it, less the committed intake
+// position.
+func TestIntakeLag(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reader := sdkmetric.NewManualReader()
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		log := &leaderLog{}
+		reqs := newFakeRequests()
+		reqs.add(t, mustEncodeRequest(t, newCommand("r0", "valve", time.Minute)), mustEncodeRequest(t, newCommand("r1", "valve", time.Minute)))
+		// The fetch reports a partition that holds ten records, eight of
+		// them beyond what this fetch returned.
+		reqs.mu.Lock()
+		for i := range reqs.records {
+			reqs.records[i].HighWatermark = 10
+		}
+		reqs.mu.Unlock()
+		h := newHarness(t, log, map[string]Device{"valve": &recordingDevice{log: log, t: t}}, WithRequestSource(reqs), WithMeterProvider(mp))
+		h.start(t.Context())
+		synctest.Wait()
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		lag := int64(-1)
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				if data, ok := m.Data.(metricdata.Gauge[int64]); ok && m.Name == "dispatch.intake.lag" {
+					for _, p := range data.DataPoints {
+						lag = p.Value
+					}
+				}
+			}
+		}
+		if lag != 8 {
+			t.Errorf("dispatch.intake.lag = %d, want 10 - 2 = 8", lag)
 		}
 		h.stop()
 	})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // EntryKind names a record of the command log. The kind travels in the
@@ -257,6 +258,13 @@ type Entry struct {
 	// Batch is set by a reader that knows the record batch, such as
 	// [ReadLog]; it is nil otherwise. It is not encoded.
 	Batch *BatchInfo
+
+	// Trace is the W3C trace context of the record's "traceparent" header:
+	// the trace that the command's submission began, which a new leader
+	// continues when it settles the command at a takeover. A reader of the
+	// headers sets it, as [DecodeRecord] does; it is not encoded in the
+	// value, and it is the zero SpanContext for a record without one.
+	Trace trace.SpanContext
 }
 
 // CommandID returns the ID of the command the entry is about, or "" for an

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // LogReader reads one partition of the command log, read_committed, from its
@@ -43,6 +42,7 @@ func (d *Dispatcher) recover(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.intake = state.intake
+	d.tel.intakeCommitted(state.intake)
 	for _, c := range state.order {
 		d.commands[c.cmd.ID] = c
 		switch {
@@ -104,7 +104,7 @@ func foldLog(role string, requests coordination.TopicPartition, entries []Entry)
 			if c.issued {
 				continue // the first Issued record stands
 			}
-			c.cmd, c.issued = e.Issued.Command, true
+			c.cmd, c.issued, c.span = e.Issued.Command, true, e.Trace
 			if c.attempt == NoAttempt && c.phase == phaseQueued {
 				// Nothing named the command before: it opens attempt 1.
 				c.phase, c.attempt, c.token = phaseIssued, FirstAttempt, e.Token
@@ -160,8 +160,7 @@ func (d *Dispatcher) readLog(ctx context.Context) ([]Entry, error) {
 // takeOver queues the record that settles a command an earlier leader left
 // pending. The caller holds d.mu.
 func (d *Dispatcher) takeOver(c *command, now time.Time) error {
-	_, span := d.tel.tracer.Start(context.Background(), "dispatch.takeover",
-		trace.WithAttributes(commandAttributes(c.cmd)...))
+	span := d.tel.startTakeover(c.span, c.cmd)
 	c.span = span.SpanContext()
 	defer span.End()
 

@@ -48,6 +48,8 @@ func (e *UnknownDeviceError) Error() string {
 type Registry struct {
 	mu      sync.RWMutex
 	devices map[string]Device
+	// health holds the last answer of each device's health check.
+	health map[string]DeviceHealth
 }
 
 // NewRegistry returns an empty registry.

@@ -16,26 +16,52 @@ import (
 // instrumentationName names the tracer and the meter of this package.
 const instrumentationName = "github.com/krabka-io/krabka-dispatch/dispatch"
 
-// telemetry holds the dispatcher's tracer and instruments. The metrics:
+// telemetry holds the dispatcher's tracer and instruments. The metrics, each
+// with the attributes "role" and "member":
 //
 //	dispatch.commands          counter, by "status": outcomes committed
 //	dispatch.commit.duration   histogram, seconds: one log transaction
 //	dispatch.dispatch.duration histogram, seconds, by "device": one Dispatch call
+//	dispatch.fenced_writes     counter: log transactions refused with coordination.ErrFenced
 //	dispatch.pending           gauge: commands issued or queued, no outcome yet
 //	dispatch.in_doubt          gauge: commands recorded in doubt, unresolved
+//	dispatch.intake.lag        gauge: requests partition high watermark less the intake position
+//
+// The Prometheus exporter names them dispatch_commands_total,
+// dispatch_commit_duration_seconds, dispatch_dispatch_duration_seconds,
+// dispatch_fenced_writes_total, dispatch_pending, dispatch_in_doubt and
+// dispatch_intake_lag.
 type telemetry struct {
 	tracer   trace.Tracer
 	outcomes metric.Int64Counter
 	commit   metric.Float64Histogram
 	dispatch metric.Float64Histogram
+	fenced   metric.Int64Counter
 	gauges   metric.Registration
+	// owner holds the attributes "role" and "member" of every measurement.
+	owner attribute.Set
 
 	pending atomic.Int64
 	inDoubt atomic.Int64
+	// intakeEnd is the latest high watermark of the requests partition that
+	// intake saw, intakeAt the committed intake position; hasIntake
+	// reports whether the dispatcher reads requests at all.
+	intakeEnd atomic.Int64
+	intakeAt  atomic.Int64
+	hasIntake atomic.Bool
 }
 
-func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry, error) {
-	t := &telemetry{tracer: tp.Tracer(instrumentationName)}
+// DurationBuckets returns the bucket boundaries, in seconds, of the
+// package's duration histograms: 1 ms to 10 s. Without them the SDK's
+// defaults, meant for milliseconds, would put every duration in seconds in
+// the bucket of 5.
+func DurationBuckets() []float64 {
+	return []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+}
+
+func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, role, member string) (*telemetry, error) {
+	t := &telemetry{tracer: tp.Tracer(instrumentationName),
+		owner: attribute.NewSet(attribute.String("role", role), attribute.String("member", member))}
 	meter := mp.Meter(instrumentationName)
 	var err error
 	if t.outcomes, err = meter.Int64Counter("dispatch.commands",
@@ -45,14 +71,22 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry,
 	}
 	if t.commit, err = meter.Float64Histogram("dispatch.commit.duration",
 		metric.WithDescription("Duration of one transaction of the command log."),
-		metric.WithUnit("s")); err != nil {
+		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(DurationBuckets()...)); err != nil {
 		return nil, fmt.Errorf("dispatch: metrics: %w", err)
 	}
 	if t.dispatch, err = meter.Float64Histogram("dispatch.dispatch.duration",
 		metric.WithDescription("Duration of one Dispatch call of a device."),
-		metric.WithUnit("s")); err != nil {
+		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(DurationBuckets()...)); err != nil {
 		return nil, fmt.Errorf("dispatch: metrics: %w", err)
 	}
+	if t.fenced, err = meter.Int64Counter("dispatch.fenced_writes",
+		metric.WithDescription("Log transactions that the cluster refused because a newer leader fenced this one."),
+		metric.WithUnit("{transaction}")); err != nil {
+		return nil, fmt.Errorf("dispatch: metrics: %w", err)
+	}
+	// The counter is exported at 0 from the start, so that an alert on
+	// its rate sees the first fence.
+	t.fenced.Add(context.Background(), 0, metric.WithAttributeSet(t.owner))
 	pending, err := meter.Int64ObservableGauge("dispatch.pending",
 		metric.WithDescription("Commands accepted with no outcome yet."),
 		metric.WithUnit("{command}"))
@@ -65,11 +99,20 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry,
 	if err != nil {
 		return nil, fmt.Errorf("dispatch: metrics: %w", err)
 	}
+	lag, err := meter.Int64ObservableGauge("dispatch.intake.lag",
+		metric.WithDescription("Requests on the requests partition that intake has not taken yet: its high watermark, as of the last fetch, less the intake position."),
+		metric.WithUnit("{request}"))
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: metrics: %w", err)
+	}
 	t.gauges, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		o.ObserveInt64(pending, t.pending.Load())
-		o.ObserveInt64(inDoubt, t.inDoubt.Load())
+		o.ObserveInt64(pending, t.pending.Load(), metric.WithAttributeSet(t.owner))
+		o.ObserveInt64(inDoubt, t.inDoubt.Load(), metric.WithAttributeSet(t.owner))
+		if t.hasIntake.Load() {
+			o.ObserveInt64(lag, max(0, t.intakeEnd.Load()-t.intakeAt.Load()), metric.WithAttributeSet(t.owner))
+		}
 		return nil
-	}, pending, inDoubt)
+	}, pending, inDoubt, lag)
 	if err != nil {
 		return nil, fmt.Errorf("dispatch: metrics: %w", err)
 	}
@@ -86,16 +129,35 @@ func (t *telemetry) close() {
 func (t *telemetry) pendingDelta(n int64) { t.pending.Add(n) }
 func (t *telemetry) inDoubtDelta(n int64) { t.inDoubt.Add(n) }
 
+// intakeSeen records the high watermark of a fetch of the requests
+// partition.
+func (t *telemetry) intakeSeen(hwm int64) {
+	t.hasIntake.Store(true)
+	for {
+		old := t.intakeEnd.Load()
+		if hwm <= old || t.intakeEnd.CompareAndSwap(old, hwm) {
+			return
+		}
+	}
+}
+
+// intakeCommitted records the committed intake position.
+func (t *telemetry) intakeCommitted(next int64) { t.intakeAt.Store(next) }
+
 func (t *telemetry) countOutcome(s Status) {
-	t.outcomes.Add(context.Background(), 1, metric.WithAttributes(attribute.String("status", s.String())))
+	t.outcomes.Add(context.Background(), 1, metric.WithAttributeSet(t.owner), metric.WithAttributes(attribute.String("status", s.String())))
 }
 
 func (t *telemetry) commitLatency(d time.Duration) {
-	t.commit.Record(context.Background(), d.Seconds())
+	t.commit.Record(context.Background(), d.Seconds(), metric.WithAttributeSet(t.owner))
 }
 
 func (t *telemetry) dispatchLatency(d time.Duration, device string) {
-	t.dispatch.Record(context.Background(), d.Seconds(), metric.WithAttributes(attribute.String("device", device)))
+	t.dispatch.Record(context.Background(), d.Seconds(), metric.WithAttributeSet(t.owner), metric.WithAttributes(attribute.String("device", device)))
+}
+
+func (t *telemetry) countFenced() {
+	t.fenced.Add(context.Background(), 1, metric.WithAttributeSet(t.owner))
 }
 
 // startSubmit opens the root span of a command submitted in process.
@@ -118,6 +180,15 @@ func (t *telemetry) startIntake(headers []coordination.Header, cmd Command, offs
 func (t *telemetry) startRecord(parent trace.SpanContext, name string) trace.Span {
 	ctx := trace.ContextWithSpanContext(context.Background(), parent)
 	_, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindProducer))
+	return span
+}
+
+// startTakeover opens the span of a new leader's settling of a command that
+// an earlier leader left pending: a child of the command's trace, from its
+// Issued record, when the record carries one.
+func (t *telemetry) startTakeover(issued trace.SpanContext, cmd Command) trace.Span {
+	ctx := trace.ContextWithRemoteSpanContext(context.Background(), issued)
+	_, span := t.tracer.Start(ctx, "dispatch.takeover", trace.WithAttributes(commandAttributes(cmd)...))
 	return span
 }
 
@@ -149,6 +220,13 @@ func traceHeaders(span trace.SpanContext) []coordination.Header {
 	ctx := trace.ContextWithSpanContext(context.Background(), span)
 	propagation.TraceContext{}.Inject(ctx, headerCarrier{headers: &headers})
 	return headers
+}
+
+// traceFromHeaders returns the W3C trace context that record headers carry,
+// or the zero SpanContext.
+func traceFromHeaders(headers []coordination.Header) trace.SpanContext {
+	ctx := propagation.TraceContext{}.Extract(context.Background(), headerCarrier{headers: &headers})
+	return trace.SpanContextFromContext(ctx)
 }
 
 // headerCarrier adapts record headers to the propagation API.

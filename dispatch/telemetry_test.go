@@ -2,10 +2,13 @@ package dispatch
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/krabka-io/krabka-dispatch/coordination"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -109,5 +112,160 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("histograms %v", histograms)
 		}
 		h.stop()
+	})
+}
+
+// TestTraceContinuesAcrossTakeover submits a command under a parent span to
+// a leader that dies while the device holds the command; the next leader
+// reads the trace context from the Issued record's headers, and its
+// takeover, Redispatched record and dispatch are spans of the submit's trace.
+func TestTraceContinuesAcrossTakeover(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		spans := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+		log := &leaderLog{}
+		held := make(chan struct{})
+		first := redispatchDevice{&recordingDevice{log: log, t: t, respond: func(ctx context.Context, _ Command, _ int) (Result, error) {
+			close(held)
+			<-ctx.Done()
+			return Result{}, ctx.Err()
+		}}}
+		h1 := newHarness(t, log, map[string]Device{"valve": first}, WithTracerProvider(tp))
+		h1.start(t.Context())
+		ctx, parent := tp.Tracer("test").Start(t.Context(), "caller")
+		submitted := make(chan error, 1)
+		go func() {
+			_, err := h1.d.Submit(ctx, newCommand("carried", "valve", time.Hour))
+			submitted <- err
+		}()
+		<-held
+		h1.leader.end(fmt.Errorf("test: %w", coordination.ErrFenced))
+		<-h1.runErr
+		<-submitted
+		parent.End()
+		want := parent.SpanContext().TraceID()
+
+		second := redispatchDevice{&recordingDevice{log: log, t: t}}
+		h2 := newHarness(t, log, map[string]Device{"valve": second}, WithTracerProvider(tp))
+		h2.leader.token = fakeToken(t, 8, 0)
+		h2.start(t.Context())
+		synctest.Wait()
+		if calls := second.seen(); len(calls) != 1 || calls[0].id != "carried" {
+			t.Fatalf("successor's calls %+v, want one redispatch of carried", calls)
+		}
+		h2.stop()
+
+		seen := map[string]bool{}
+		for _, s := range spans.Ended() {
+			switch s.Name() {
+			case "dispatch.takeover", "dispatch.redispatch", "dispatch.device":
+				seen[s.Name()] = true
+				if got := s.SpanContext().TraceID(); got != want {
+					t.Errorf("span %s is in trace %s, want the submit's %s", s.Name(), got, want)
+				}
+			}
+		}
+		for _, name := range []string{"dispatch.takeover", "dispatch.redispatch", "dispatch.device"} {
+			if !seen[name] {
+				t.Errorf("no %s span ended; seen %v", name, seen)
+			}
+		}
+	})
+}
+
+// TestDurationHistogramsResolveMilliseconds wants the duration histograms to
+// carry the boundaries of DurationBuckets, so a commit of a few milliseconds
+// lands in a low bucket rather than in the SDK's default bucket of 5.
+func TestDurationHistogramsResolveMilliseconds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reader := sdkmetric.NewManualReader()
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		log := &leaderLog{}
+		h := newHarness(t, log, map[string]Device{"valve": &recordingDevice{log: log, t: t}}, WithMeterProvider(mp))
+		h.start(t.Context())
+		if _, err := h.d.Submit(t.Context(), newCommand("timed", "valve", time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		h.stop()
+		seen := 0
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				data, ok := m.Data.(metricdata.Histogram[float64])
+				if !ok {
+					continue
+				}
+				for _, p := range data.DataPoints {
+					seen++
+					if !slices.Equal(p.Bounds, DurationBuckets()) {
+						t.Errorf("%s bounds %v, want %v", m.Name, p.Bounds, DurationBuckets())
+					}
+					// Under synctest no time passes: every duration is 0 s,
+					// in the first bucket (at most 1 ms).
+					if p.Count == 0 || p.BucketCounts[0] != p.Count {
+						t.Errorf("%s buckets %v of %d", m.Name, p.BucketCounts, p.Count)
+					}
+					role, _ := p.Attributes.Value("role")
+					member, _ := p.Attributes.Value("member")
+					if role.AsString() != "controller" || member.AsString() != "node-1" {
+						t.Errorf("%s attributes %v, want role and member", m.Name, p.Attributes.ToSlice())
+					}
+				}
+			}
+		}
+		if seen < 2 {
+			t.Errorf("%d histogram points, want the commit and the dispatch durations", seen)
+		}
+	})
+}
+
+// TestFencedWritesCounted fences the leader under a queued command and wants
+// dispatch.fenced_writes to count the refused transaction.
+func TestFencedWritesCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reader := sdkmetric.NewManualReader()
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		log := &leaderLog{}
+		h := newHarness(t, log, map[string]Device{"valve": &recordingDevice{log: log, t: t}}, WithMeterProvider(mp))
+		h.start(t.Context())
+		synctest.Wait()
+		h.leader.mu.Lock()
+		h.leader.beforeWrite = func([]coordination.GuardedRecord) error {
+			return fmt.Errorf("write: %w", coordination.ErrFenced)
+		}
+		h.leader.mu.Unlock()
+		submitted := make(chan error, 1)
+		go func() {
+			_, err := h.d.Submit(t.Context(), newCommand("refused", "valve", time.Minute))
+			submitted <- err
+		}()
+		// The refused transaction ends nothing by itself: the leadership's
+		// end halts the dispatcher.
+		synctest.Wait()
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		var fenced int64
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				if data, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "dispatch.fenced_writes" {
+					for _, p := range data.DataPoints {
+						fenced += p.Value
+					}
+				}
+			}
+		}
+		if fenced != 1 {
+			t.Errorf("dispatch.fenced_writes = %d, want 1", fenced)
+		}
+		h.leader.end(fmt.Errorf("test: %w", coordination.ErrFenced))
+		<-h.runErr
+		if err := <-submitted; err == nil {
+			t.Error("a submit under a fenced leadership succeeded")
+		}
 	})
 }

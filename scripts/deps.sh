@@ -9,10 +9,23 @@ command -v mvn >/dev/null 2>&1 || need+=(maven)
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 # systemd-analyze verifies packaging/dispatcher@.service.
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+updated=""
 if [ ${#need[@]} -gt 0 ]; then
-	SUDO=""
-	[ "$(id -u)" -eq 0 ] || SUDO=sudo
 	echo "deps: installing ${need[*]}"
 	$SUDO apt-get update -qq
+	updated=1
 	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+# promtool checks docs/alerts/dispatcher.rules.yml. It comes out of Debian's
+# prometheus package, unpacked rather than installed, so that no Prometheus
+# server is set up or started beside the tests.
+if ! command -v promtool >/dev/null 2>&1; then
+	echo "deps: installing promtool from the prometheus package"
+	[ -n "$updated" ] || $SUDO apt-get update -qq
+	tmp=$(mktemp -d)
+	(cd "$tmp" && apt-get download -qq prometheus 2>/dev/null && dpkg-deb -x prometheus_*.deb x)
+	$SUDO install -m 0755 "$tmp/x/usr/bin/promtool" /usr/local/bin/promtool
+	rm -rf "$tmp"
 fi

@@ -167,7 +167,12 @@ func (o *RunOptions) Run(ctx context.Context) error {
 		Dispatch:        dispatchOptions(cfg, requests, tel, logger),
 		Peers:           cfg.Members,
 		ShutdownTimeout: cfg.Dispatch.ShutdownTimeout,
-		Logger:          logger,
+		HealthInterval:  cfg.Dispatch.HealthInterval,
+		HealthTimeout:   cfg.Dispatch.HealthTimeout,
+		// A device down fails readiness only when the file asks for it.
+		ReadyRequiresDevices: cfg.Dispatch.ReadyRequiresDevices,
+		MeterProvider:        tel.meters,
+		Logger:               logger,
 	})
 	if err != nil {
 		return err

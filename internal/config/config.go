@@ -43,6 +43,14 @@ const (
 	// it dispatches only while more than this margin is left. It covers the
 	// clock skew between members and one device write.
 	DefaultSafetyMargin = dispatch.DefaultSafetyMargin
+
+	// DefaultHealthInterval is the gap between two health checks of the
+	// devices.
+	DefaultHealthInterval = 10 * time.Second
+
+	// DefaultHealthTimeout bounds one round of health checks of the
+	// devices.
+	DefaultHealthTimeout = 5 * time.Second
 )
 
 // Device types a file may name in [Device.Type].
@@ -305,6 +313,19 @@ type Dispatch struct {
 	// commands finish before it cancels them; DefaultShutdownTimeout when
 	// zero.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" json:"shutdown_timeout"`
+
+	// HealthInterval is the gap between two health checks of the devices;
+	// DefaultHealthInterval when zero.
+	HealthInterval time.Duration `yaml:"health_interval" json:"health_interval"`
+
+	// HealthTimeout bounds one round of health checks;
+	// DefaultHealthTimeout when zero. It must not exceed HealthInterval.
+	HealthTimeout time.Duration `yaml:"health_timeout" json:"health_timeout"`
+
+	// ReadyRequiresDevices makes /readyz fail while a device's last health
+	// check failed. Off by default: a device down shows in the status, the
+	// metrics and the refusal of submissions to it, not in readiness.
+	ReadyRequiresDevices bool `yaml:"ready_requires_devices" json:"ready_requires_devices"`
 }
 
 // Device is one device the role drives. Exactly the section that Type names
@@ -345,6 +366,8 @@ func (c *Config) Complete() {
 	setString(&c.HTTP.Listen, DefaultHTTPListen)
 	setDuration(&c.Dispatch.SafetyMargin, DefaultSafetyMargin)
 	setDuration(&c.Dispatch.ShutdownTimeout, DefaultShutdownTimeout)
+	setDuration(&c.Dispatch.HealthInterval, DefaultHealthInterval)
+	setDuration(&c.Dispatch.HealthTimeout, DefaultHealthTimeout)
 }
 
 func setDuration(d *time.Duration, def time.Duration) {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +19,31 @@ func TestDemo(t *testing.T) {
 	defer cancel()
 	var out bytes.Buffer
 	served := map[string]string{}
-	rep, err := Run(ctx, Options{Out: &out, Commands: 6, OnServing: func(m, url string) { served[m] = url }})
+	// Each member serves its metrics beside its status page.
+	metrics := map[string]string{}
+	scrape := func(m, url string) {
+		// The first round of health checks may still be under way.
+		for end := time.Now().Add(5 * time.Second); ; {
+			resp, err := http.Get(url + "/metrics")
+			if err != nil {
+				metrics[m] = err.Error()
+				return
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			metrics[m] = fmt.Sprintf("%d\n%s", resp.StatusCode, body)
+			if strings.Contains(metrics[m], "dispatcher_device_reachable{") || time.Now().After(end) {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	rep, err := Run(ctx, Options{Out: &out, Commands: 6, OnServing: func(m, url string) {
+		if _, ok := served[m]; !ok {
+			scrape(m, url)
+		}
+		served[m] = url
+	}})
 	t.Log("\n" + out.String())
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +76,16 @@ func TestDemo(t *testing.T) {
 	}
 	if len(served) != 3 {
 		t.Errorf("status pages %v", served)
+	}
+	for m, text := range metrics {
+		for _, want := range []string{"200\n", `dispatcher_leading{`, `dispatcher_device_reachable{`, `device="valve-1"`, "dispatcher_elections_total{"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("%s's /metrics lacks %q:\n%.2000s", m, want, text)
+			}
+		}
+	}
+	if len(metrics) != 3 {
+		t.Errorf("scraped %d members' metrics, want 3", len(metrics))
 	}
 	text := out.String()
 	for _, want := range []string{"ELECTED", "-> 307 ->", "CRASHED", "took over", "REFUSED zombie-1", "REFUSED forged-1", "not authenticated", "after-forgery: succeeded", "Verify: 0 violations"} {

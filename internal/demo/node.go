@@ -15,6 +15,7 @@ import (
 	"github.com/krabka-io/krabka-dispatch/dispatch"
 	"github.com/krabka-io/krabka-dispatch/internal/httpapi"
 	"github.com/krabka-io/krabka-dispatch/internal/member"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
 // node is one member of the demo with everything it owns: its Kafka
@@ -29,6 +30,7 @@ type node struct {
 	requests  *dispatch.KafkaRequestSource
 	registry  *dispatch.Registry
 	member    *member.Member
+	meters    *sdkmetric.MeterProvider
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -62,6 +64,11 @@ func (n *node) build(o *Options, w *world, tl *timeline, peers map[string]string
 		return err
 	}
 	n.requests, err = dispatch.NewKafkaRequestSource(w.brokers)
+	if err != nil {
+		return err
+	}
+	var metrics http.Handler
+	n.meters, metrics, err = newMetrics()
 	if err != nil {
 		return err
 	}
@@ -102,7 +109,9 @@ func (n *node) build(o *Options, w *world, tl *timeline, peers map[string]string
 			dispatch.WithRequestSource(n.requests),
 			dispatch.WithSafetyMargin(o.LeaseDuration / 4),
 			withLogger(o.Logger),
+			dispatch.WithMeterProvider(n.meters),
 		},
+		MeterProvider:   n.meters,
 		LogPartitions:   partitions,
 		Peers:           peers,
 		ShutdownTimeout: time.Second,
@@ -112,7 +121,7 @@ func (n *node) build(o *Options, w *world, tl *timeline, peers map[string]string
 	if err != nil {
 		return err
 	}
-	n.srv = &http.Server{Handler: httpapi.NewHandler(n.member, httpapi.Options{}), ReadHeaderTimeout: 5 * time.Second}
+	n.srv = &http.Server{Handler: httpapi.NewHandler(n.member, httpapi.Options{Metrics: metrics}), ReadHeaderTimeout: 5 * time.Second}
 	return nil
 }
 
@@ -174,6 +183,8 @@ func (n *node) close() {
 		n.transport.Close()
 		n.transport = nil
 	}
+	shutdownMetrics(n.meters)
+	n.meters = nil
 }
 
 func (n *node) String() string { return fmt.Sprintf("%s (%s)", n.id, n.url) }

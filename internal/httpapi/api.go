@@ -63,8 +63,10 @@ type Backend interface {
 	// returns a *NotLeaderError on a member that does not lead.
 	Resolve(ctx context.Context, id string, action dispatch.ResolveAction) (CommandState, error)
 
-	// Ready reports whether the member takes part in the role: it has
-	// reached the cluster and is leading or standing by.
+	// Ready reports whether the member takes part in the role: it leads
+	// and finished reading the role's log, or it stands by and its last
+	// read of the role's state succeeded; and, when the member is so
+	// configured, every device's last health check passed.
 	Ready() error
 }
 
@@ -93,6 +95,18 @@ type Leadership struct {
 	Roster []RosterMember `json:"roster"`
 	// ObservedAt is when the member last read the role's state.
 	ObservedAt time.Time `json:"observed_at"`
+	// Devices is the last health check of each device, by name; empty
+	// before the first check.
+	Devices []DeviceHealth `json:"devices"`
+}
+
+// DeviceHealth is the answer of one device's last health check.
+type DeviceHealth struct {
+	Device    string `json:"device"`
+	Reachable bool   `json:"reachable"`
+	// Error is the check's error when the device is unreachable.
+	Error     string    `json:"error,omitempty"`
+	CheckedAt time.Time `json:"checked_at"`
 }
 
 // RosterMember is one member of the roster.

@@ -268,7 +268,7 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusNotFound, ErrorResponse{Error: err.Error()})
 	case errors.As(err, &notInDoubt):
 		writeError(w, http.StatusConflict, ErrorResponse{Error: err.Error()})
-	case errors.Is(err, dispatch.ErrHalted):
+	case errors.Is(err, dispatch.ErrHalted), errors.As(err, new(*dispatch.DeviceUnavailableError)):
 		w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
 		writeError(w, http.StatusServiceUnavailable, ErrorResponse{Error: err.Error()})
 	default:

@@ -50,6 +50,9 @@ func (f *fakeBackend) Submit(_ context.Context, cmd dispatch.Command, wait time.
 	if cmd.Device == "nope" {
 		return CommandState{}, &dispatch.UnknownDeviceError{Name: cmd.Device}
 	}
+	if cmd.Device == "down" {
+		return CommandState{}, &dispatch.DeviceUnavailableError{Device: cmd.Device, CheckedAt: time.Now(), Err: errors.New("broker unreachable")}
+	}
 	f.submitted = append(f.submitted, cmd)
 	st := CommandState{ID: cmd.ID, Device: cmd.Device, Action: cmd.Action, State: StatePending, SubmittedAt: cmd.SubmittedAt, UpdatedAt: cmd.SubmittedAt}
 	if wait > 0 {

@@ -27,6 +27,14 @@ func (m *Member) Leadership() httpapi.Leadership {
 		Member:     m.cfg.Member.String(),
 		ObservedAt: m.stateAt,
 		Roster:     []httpapi.RosterMember{},
+		Devices:    []httpapi.DeviceHealth{},
+	}
+	for _, h := range m.cfg.Registry.Health() {
+		d := httpapi.DeviceHealth{Device: h.Device, Reachable: h.Err == nil, CheckedAt: h.CheckedAt}
+		if h.Err != nil {
+			d.Error = h.Err.Error()
+		}
+		view.Devices = append(view.Devices, d)
 	}
 	var lease *coordination.Lease
 	if m.leadership != nil {
@@ -88,6 +96,11 @@ func (m *Member) Submit(ctx context.Context, cmd dispatch.Command, wait time.Dur
 		return httpapi.CommandState{}, err
 	}
 
+	// A device known down refuses the command now, as the dispatcher's
+	// Submit would, rather than after a 202. The check may ask the device
+	// again, so it runs before the lock.
+	unavailable := m.cfg.Registry.Unavailable(ctx, cmd.Device)
+
 	m.mu.Lock()
 	d := m.dispatcher
 	if d == nil || m.draining {
@@ -98,6 +111,10 @@ func (m *Member) Submit(ctx context.Context, cmd dispatch.Command, wait time.Dur
 	if st, ok := m.recent.get(cmd.ID); ok {
 		m.mu.Unlock()
 		return st, nil
+	}
+	if unavailable != nil {
+		m.mu.Unlock()
+		return httpapi.CommandState{}, unavailable
 	}
 	m.recent.put(httpapi.CommandState{
 		ID: cmd.ID, Device: cmd.Device, Action: cmd.Action, State: httpapi.StatePending,
@@ -209,20 +226,35 @@ func (m *Member) Resolve(ctx context.Context, id string, action dispatch.Resolve
 	return st, nil
 }
 
-// Ready reports whether the member takes part in the role: it leads, or its
-// last read of the role's state succeeded.
+// Ready reports whether the member takes part in the role: it leads and its
+// dispatcher finished reading the role's log, or it stands by and its last
+// read of the role's state succeeded. With ReadyRequiresDevices, it also
+// demands a finished round of health checks in which every device passed.
 func (m *Member) Ready() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	switch {
+	case m.dispatcher != nil && !m.dispatcher.Recovered():
+		return errors.New("leading, and still reading the role's log")
 	case m.leadership != nil:
-		return nil
 	case m.stateErr != nil:
 		return fmt.Errorf("reading the role's state: %w", m.stateErr)
 	case m.stateAt.IsZero():
 		return errors.New("the role's state was not read yet")
 	}
-	return nil
+	if !m.cfg.ReadyRequiresDevices {
+		return nil
+	}
+	if !m.healthChecked {
+		return errors.New("the devices' health was not checked yet")
+	}
+	var down []error
+	for _, h := range m.cfg.Registry.Health() {
+		if h.Err != nil {
+			down = append(down, fmt.Errorf("device %s is unreachable: %w", h.Device, h.Err))
+		}
+	}
+	return errors.Join(down...)
 }
 
 // recent remembers the last commands, by ID, in submission order.

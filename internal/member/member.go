@@ -18,6 +18,7 @@ import (
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Defaults of a Config.
@@ -32,6 +33,13 @@ const (
 	// DefaultRecentCommands is how many commands the member remembers for
 	// the API and the status page.
 	DefaultRecentCommands = 500
+
+	// DefaultHealthInterval is the gap between two health checks of the
+	// devices.
+	DefaultHealthInterval = 10 * time.Second
+
+	// DefaultHealthTimeout bounds one round of health checks.
+	DefaultHealthTimeout = 5 * time.Second
 )
 
 // Transport is what a member needs of the cluster: the coordination
@@ -72,6 +80,19 @@ type Config struct {
 	Peers map[string]string
 	// ShutdownTimeout: DefaultShutdownTimeout when zero.
 	ShutdownTimeout time.Duration
+	// HealthInterval is the gap between two health checks of the devices
+	// (dispatch.Registry.CheckHealth); DefaultHealthInterval when zero.
+	HealthInterval time.Duration
+	// HealthTimeout bounds one round of health checks;
+	// DefaultHealthTimeout when zero, and never above HealthInterval.
+	HealthTimeout time.Duration
+	// ReadyRequiresDevices makes Ready fail while a device's last health
+	// check failed. Off, a device down shows in the leadership view and
+	// the metrics and fails submissions to it, but not readiness.
+	ReadyRequiresDevices bool
+	// MeterProvider receives the member's metrics (see MetricLeading and
+	// the names beside it); none when nil.
+	MeterProvider metric.MeterProvider
 	// Logger: discard when nil.
 	Logger *slog.Logger
 	// OnEvent, when set, is called for every change of leadership, from the
@@ -139,6 +160,9 @@ type Member struct {
 	stateErr   error
 	recent     *recent
 	submits    sync.WaitGroup // submissions in flight through this member
+	// healthChecked reports whether a round of health checks finished.
+	healthChecked bool
+	tel           *telemetry
 }
 
 // New checks the config and returns a member. It starts nothing: call Run.
@@ -167,24 +191,43 @@ func New(cfg Config) (*Member, error) {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if cfg.HealthInterval <= 0 {
+		cfg.HealthInterval = DefaultHealthInterval
+	}
+	if cfg.HealthTimeout <= 0 {
+		cfg.HealthTimeout = DefaultHealthTimeout
+	}
+	cfg.HealthTimeout = min(cfg.HealthTimeout, cfg.HealthInterval)
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Member{cfg: cfg, log: logger.With("member", cfg.Member.String()), recent: newRecent(DefaultRecentCommands)}, nil
+	m := &Member{cfg: cfg, log: logger.With("member", cfg.Member.String()), recent: newRecent(DefaultRecentCommands)}
+	tel, err := newTelemetry(cfg.MeterProvider, m)
+	if err != nil {
+		return nil, err
+	}
+	m.tel = tel
+	return m, nil
 }
 
 // Run competes for the role until ctx ends, leading whenever it wins. It
-// runs one goroutine that reads the role's state for the API, and while it
-// leads, the dispatcher's. When ctx ends it lets in-flight submissions finish
+// runs one goroutine that reads the role's state for the API, one that
+// checks the devices' health every health interval, and while it leads, the
+// dispatcher's. When ctx ends it lets in-flight submissions finish
 // for up to the shutdown timeout, halts the dispatcher (cancelling what is
 // left), resigns, and returns nil after every goroutine it started exited.
 func (m *Member) Run(ctx context.Context) error {
+	defer m.tel.close()
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		m.watchState(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		m.checkHealth(ctx)
 	}()
 	if f, ok := m.cfg.Log.(logFollower); ok {
 		wg.Add(1)
@@ -233,18 +276,21 @@ func (m *Member) lead(ctx context.Context, l *coordination.Leadership) error {
 	m.leadership, m.dispatcher, m.draining = l, d, false
 	m.mu.Unlock()
 	m.log.Info("leading the role", "role", m.cfg.Role.String(), "term", l.Term().String(), "token", l.Token().String())
+	m.tel.elected()
 	m.emit(Event{Kind: EventElected, Term: l.Term(), Token: l.Token()})
 
 	select {
 	case err := <-done:
 		m.clear()
 		cause := l.Err()
+		reason := lossReason(cause)
 		if cause == nil {
 			// The dispatcher stopped on its own: give the role to a standby.
-			cause = err
+			cause, reason = err, lossDispatcherStopped
 			_ = m.resign(l)
 		}
 		m.log.Warn("the leadership ended", "cause", cause)
+		m.tel.lost(reason)
 		m.emit(Event{Kind: EventDeposed, Term: l.Term(), Token: l.Token(), Err: cause})
 		m.submits.Wait()
 		return nil
@@ -259,10 +305,12 @@ func (m *Member) lead(ctx context.Context, l *coordination.Leadership) error {
 	m.clear()
 	m.submits.Wait()
 	if err := m.resign(l); err != nil {
+		m.tel.lost(lossAbandoned)
 		m.emit(Event{Kind: EventAbandoned, Term: l.Term(), Token: l.Token(), Err: err})
 		return nil
 	}
 	m.log.Info("resigned the role", "term", l.Term().String(), "token", l.Token().String())
+	m.tel.lost(lossResigned)
 	m.emit(Event{Kind: EventResigned, Term: l.Term(), Token: l.Token()})
 	return nil
 }

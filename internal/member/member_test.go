@@ -44,6 +44,13 @@ func (panicDevice) Dispatch(_ context.Context, cmd dispatch.Command, _ coordinat
 
 func startMember(t *testing.T, brokers []string, id string, peers map[string]string, events chan<- Event, devices ...dispatch.Device) *started {
 	t.Helper()
+	return startMemberWith(t, brokers, id, peers, events, nil, devices...)
+}
+
+// startMemberWith is startMember with configure, when set, called on the
+// member's config before New.
+func startMemberWith(t *testing.T, brokers []string, id string, peers map[string]string, events chan<- Event, configure func(*Config), devices ...dispatch.Device) *started {
+	t.Helper()
 	lease, err := coordination.NewLeaseConfig(2*time.Second, 500*time.Millisecond, 300*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
@@ -67,14 +74,18 @@ func startMember(t *testing.T, brokers []string, id string, peers map[string]str
 	}
 	role, _ := coordination.NewRole("r")
 	mid, _ := coordination.NewMemberID(id)
-	m, err := New(Config{
+	cfg := Config{
 		Transport: tr, Role: role, Member: mid, Registry: reg, Log: logReader, Peers: peers,
 		Coordination:    []coordination.Option{coordination.WithLeaseConfig(lease), coordination.WithPollInterval(50 * time.Millisecond)},
 		PollInterval:    50 * time.Millisecond,
 		Dispatch:        []dispatch.Option{dispatch.WithSafetyMargin(300 * time.Millisecond)},
 		ShutdownTimeout: time.Second,
 		OnEvent:         func(e Event) { events <- e },
-	})
+	}
+	if configure != nil {
+		configure(&cfg)
+	}
+	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
