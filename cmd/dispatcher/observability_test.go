@@ -39,8 +39,9 @@ func TestObservabilityOfAMember(t *testing.T) {
 	if code, out, errOut := runCLI(t, ctx, "topics", "--brokers", brokers); code != 0 {
 		t.Fatalf("topics: %d\n%s%s", code, out, errOut)
 	}
-	// Port 1 refuses every connection.
-	extra := "  - name: valve-dead\n    type: mqtt\n    mqtt:\n      brokers: [tcp://127.0.0.1:1]\n      topic: devices/{device}/cmd\n"
+	// Port 1 refuses every connection; the device never gets as far as a
+	// signed envelope, so it needs no key.
+	extra := "  - name: valve-dead\n    type: mqtt\n    mqtt:\n      brokers: [tcp://127.0.0.1:1]\n      topic: devices/{device}/cmd\n      authenticate: false\n"
 	cfg := writeConfig(t, brokers, "node-1", broker.URL(), extra)
 	raw, err := os.ReadFile(cfg)
 	if err != nil {
