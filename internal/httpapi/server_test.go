@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ type fakeBackend struct {
 	leadership Leadership
 	commands   map[string]CommandState
 	submitted  []dispatch.Command
+	sent       map[string]dispatch.Command
 	resolved   []dispatch.ResolveAction
 	ready      error
 }
@@ -50,6 +52,19 @@ func (f *fakeBackend) Submit(_ context.Context, cmd dispatch.Command, wait time.
 	if cmd.Device == "nope" {
 		return CommandState{}, &dispatch.UnknownDeviceError{Name: cmd.Device}
 	}
+	if cmd.Action == "explode" {
+		return CommandState{}, &dispatch.UnsupportedCommandError{Device: cmd.Device, Action: cmd.Action, Err: errors.New("unknown action")}
+	}
+	if prev, ok := f.sent[cmd.ID]; ok {
+		if diff := cmd.Differences(prev); len(diff) > 0 {
+			return CommandState{}, &dispatch.IDConflictError{ID: cmd.ID, Differs: diff}
+		}
+		return f.commands[cmd.ID], nil
+	}
+	if f.sent == nil {
+		f.sent = map[string]dispatch.Command{}
+	}
+	f.sent[cmd.ID] = cmd
 	f.submitted = append(f.submitted, cmd)
 	st := CommandState{ID: cmd.ID, Device: cmd.Device, Action: cmd.Action, State: StatePending, SubmittedAt: cmd.SubmittedAt, UpdatedAt: cmd.SubmittedAt}
 	if wait > 0 {
@@ -153,13 +168,12 @@ func TestSubmitWaitAndPayload(t *testing.T) {
 func TestSubmitBadRequests(t *testing.T) {
 	h := NewHandler(newFakeBackend(true), Options{})
 	for name, body := range map[string]string{
-		"no id":          `{"device":"d","action":"a"}`,
-		"no device":      `{"id":"x","action":"a"}`,
-		"unknown field":  `{"id":"x","device":"d","colour":"red"}`,
-		"two payloads":   `{"id":"x","device":"d","payload":"a","payload_base64":"AA=="}`,
-		"bad timeout":    `{"id":"x","device":"d","timeout":"soon"}`,
-		"unknown device": `{"id":"x","device":"nope"}`,
-		"not json":       `id=x`,
+		"no id":         `{"device":"d","action":"a"}`,
+		"no device":     `{"id":"x","action":"a"}`,
+		"unknown field": `{"id":"x","device":"d","colour":"red"}`,
+		"two payloads":  `{"id":"x","device":"d","payload":"a","payload_base64":"AA=="}`,
+		"bad timeout":   `{"id":"x","device":"d","timeout":"soon"}`,
+		"not json":      `id=x`,
 	} {
 		if rec := do(t, h, "POST", "/v1/commands", "", body); rec.Code != http.StatusBadRequest {
 			t.Errorf("%s: %d %s", name, rec.Code, rec.Body)
@@ -167,6 +181,37 @@ func TestSubmitBadRequests(t *testing.T) {
 	}
 	if rec := do(t, h, "POST", "/v1/commands?wait=forever", "", `{"id":"x","device":"d"}`); rec.Code != http.StatusBadRequest {
 		t.Errorf("bad wait: %d", rec.Code)
+	}
+}
+
+func TestSubmitRefusalsNameTheirCause(t *testing.T) {
+	h := NewHandler(newFakeBackend(true), Options{})
+	for name, body := range map[string]string{
+		"unknown device": `{"id":"x","device":"nope"}`,
+		"unknown action": `{"id":"y","device":"d","action":"explode"}`,
+	} {
+		if rec := do(t, h, "POST", "/v1/commands", "", body); rec.Code != http.StatusUnprocessableEntity {
+			t.Errorf("%s: %d %s, want 422", name, rec.Code, rec.Body)
+		}
+	}
+	first := `{"id":"k","device":"d","action":"set","payload":"1","timeout":"30s"}`
+	if rec := do(t, h, "POST", "/v1/commands", "", first); rec.Code != http.StatusAccepted {
+		t.Fatalf("first: %d %s", rec.Code, rec.Body)
+	}
+	// The same command again, the same timeout included: idempotent.
+	if rec := do(t, h, "POST", "/v1/commands", "", first); rec.Code != http.StatusAccepted {
+		t.Errorf("same again: %d %s, want the first's state", rec.Code, rec.Body)
+	}
+	rec := do(t, h, "POST", "/v1/commands", "", `{"id":"k","device":"e","action":"set","payload":"2","timeout":"30s"}`)
+	if rec.Code != http.StatusConflict {
+		t.Fatalf("reused ID: %d %s, want 409", rec.Code, rec.Body)
+	}
+	var e ErrorResponse
+	if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil {
+		t.Fatal(err)
+	}
+	if e.ID != "k" || !slices.Equal(e.Differs, []string{dispatch.FieldDevice, dispatch.FieldPayload}) {
+		t.Errorf("conflict body %+v, want the ID and device, payload", e)
 	}
 }
 
