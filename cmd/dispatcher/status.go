@@ -79,7 +79,8 @@ it) and asks the transaction coordinator which token it holds for the role,
 the third-party authority check that joins no group and takes no epoch. The
 term orders leaderships; the token is what the broker enforces, and may rotate
 to a lower producer id within a term. It exits 5 when no member holds a live
-lease.`,
+lease, and 8 when no member has ever registered for the role (a typo in --role
+or the config's role, most likely: roles are case-sensitive).`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Complete(); err != nil {
@@ -120,9 +121,20 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 	}
 	defer cl.Close()
 	role := o.Cluster.role()
-	state, err := coordination.DescribeRoleState(ctx, cl, role, o.Cluster.coordinationOptions()...)
+	tp, err := rolePartition(o.Cluster.Config, role)
 	if err != nil {
-		return unavailable(ctx, err)
+		return err
+	}
+	records, err := cl.ReadPartition(ctx, tp)
+	if err != nil {
+		return unavailable(ctx, fmt.Errorf("read %s-%d: %w", tp.Topic, tp.Partition, err))
+	}
+	if !holdsRole(records, role) {
+		return unknownRole(ctx, cl, o.Cluster.Config, role, tp, records)
+	}
+	state, err := coordination.BuildRoleState(role, records)
+	if err != nil {
+		return err
 	}
 	leadership, err := coordination.DescribeLeadership(ctx, cl, role)
 	if err != nil {
