@@ -26,7 +26,8 @@ type LogOptions struct {
 	Streams
 
 	// openReader reaches the log; the Kafka reader unless a test sets it.
-	openReader func(o *LogOptions) (logReader, error)
+	// It reaches the cluster first, within ctx.
+	openReader func(ctx context.Context, o *LogOptions) (logReader, error)
 	// connect reaches the coordination topic, to tell an empty log from a
 	// role that does not exist; connectCluster unless a test sets it.
 	connect func(ctx context.Context, o *ClusterOptions) (cluster, error)
@@ -169,7 +170,10 @@ func (o *LogOptions) Validate() error {
 	return nil
 }
 
-func openKafkaLogReader(o *LogOptions) (logReader, error) {
+func openKafkaLogReader(ctx context.Context, o *LogOptions) (logReader, error) {
+	if err := o.Cluster.reach(ctx); err != nil {
+		return nil, err
+	}
 	opts, err := o.Cluster.clientOptions()
 	if err != nil {
 		return nil, err
@@ -193,7 +197,9 @@ func (o *LogOptions) partition() (coordination.TopicPartition, error) {
 
 // Run reads (or follows) the log and prints it.
 func (o *LogOptions) Run(ctx context.Context) error {
-	reader, err := o.openReader(o)
+	octx, cancel := context.WithTimeout(ctx, o.Cluster.Timeout)
+	defer cancel()
+	reader, err := o.openReader(octx, o)
 	if err != nil {
 		return err
 	}

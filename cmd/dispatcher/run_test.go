@@ -264,7 +264,7 @@ func TestLogAuditFailureExits4(t *testing.T) {
 	var out, errOut bytes.Buffer
 	o := &LogOptions{Output: OutputTable, Streams: Streams{Out: &out, Err: &errOut},
 		Cluster:    ClusterOptions{Brokers: []string{"127.0.0.1:1"}, Role: "controller", Timeout: time.Second},
-		openReader: func(*LogOptions) (logReader, error) { return fakeLog(entries), nil }}
+		openReader: func(context.Context, *LogOptions) (logReader, error) { return fakeLog(entries), nil }}
 	if err := o.Complete(); err != nil {
 		t.Fatal(err)
 	}

@@ -115,6 +115,9 @@ func (o *StatusOptions) Validate() error { return o.Cluster.Validate(true) }
 func (o *StatusOptions) Run(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, o.Cluster.Timeout)
 	defer cancel()
+	if err := o.Cluster.reach(ctx); err != nil {
+		return err
+	}
 	cl, err := o.connect(ctx, &o.Cluster)
 	if err != nil {
 		return err
