@@ -157,3 +157,28 @@ func TestRunWarnsOfEachFailedJoin(t *testing.T) {
 		t.Errorf("%d warnings in 1.2s, want one per attempt (at 0, 0.5s, 1.5s)\n%s", warns, errOut)
 	}
 }
+
+// TestUnreachableMemberAPIFailsFastAndSaysWhy runs the commands that reach
+// a member's HTTP API against a closed port.
+func TestUnreachableMemberAPIFailsFastAndSaysWhy(t *testing.T) {
+	url := "http://" + closedPort(t)
+	for _, args := range [][]string{
+		{"submit", "--url", url, "--token", "t", "--device", "d", "--action", "a"},
+		{"resolve", "x", "--action", "cancel", "--url", url, "--token", "t"},
+	} {
+		all := append(args, "--timeout", "5s")
+		start := time.Now()
+		code, _, errOut := runCLI(t, context.Background(), all...)
+		name := strings.Join(all, " ")
+		if took := time.Since(start); took > 2*time.Second {
+			t.Errorf("%s: took %v against a refused connection", name, took)
+		}
+		if code != int(ExitUnavailable) {
+			t.Errorf("%s: exit %d, want %d\n%s", name, code, ExitUnavailable, errOut)
+		}
+		want := "dispatcher: cannot reach the member's HTTP API at " + url + " (--url, or the config's http section): connection refused: "
+		if !strings.HasPrefix(errOut, want) {
+			t.Errorf("%s: error\n  %q\nwant it to start\n  %q", name, errOut, want)
+		}
+	}
+}
