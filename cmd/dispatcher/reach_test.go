@@ -68,6 +68,7 @@ var operatorCommands = [][]string{
 	{"submit", "--role", "r", "--device", "d", "--action", "a", "--wait"},
 	{"topics"},
 	{"topics", "--check"},
+	{"members", "remove", "node-9", "--role", "r"},
 }
 
 // TestUnreachableClusterFailsFastAndSaysWhy runs every operator command

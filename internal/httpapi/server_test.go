@@ -315,3 +315,20 @@ func TestLeadershipAndPage(t *testing.T) {
 		t.Errorf("unknown path: %d", rec.Code)
 	}
 }
+
+func TestStatusPageShowsTheHolderApartFromTheRanks(t *testing.T) {
+	h := NewHandler(newFakeBackend(true), Options{})
+	rec := do(t, h, "GET", "/", "", "")
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET /: %d", rec.Code)
+	}
+	page := rec.Body.String()
+	for _, row := range []string{"<td>holder</td><td>node-1</td>", "<td>0</td><td>node-2</td>", "<td>1</td><td>node-3</td>"} {
+		if !strings.Contains(page, row) {
+			t.Errorf("the roster lacks %q", row)
+		}
+	}
+	if strings.Contains(page, "<td>0</td><td>node-1</td>") {
+		t.Error("the holder is shown at rank 0, beside the first standby")
+	}
+}
