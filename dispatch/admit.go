@@ -69,14 +69,21 @@ const (
 	FieldAttributes = "attributes"
 )
 
+// SameDeadlineTolerance is how far apart the times to live of two commands
+// may be for [Command.SameAs] to count their deadlines the same: a
+// submitter that retries with the same timeout computes each deadline
+// from its own clock reading.
+const SameDeadlineTolerance = time.Second
+
 // SameAs reports whether c is the same command as o for the idempotency of
 // its ID: the same Role, Device, Action, Payload (byte for byte) and
-// Attributes, and the same deadline. Deadlines are the same when they are
-// equal, or when they lie equally far after their SubmittedAt (the same
-// time to live, as a retry that passes the same timeout gives), both to the
-// millisecond the command log keeps. SubmittedAt itself may differ, so a
-// retry of a submission is the same command. Both commands are taken as the
-// dispatcher completed them: an empty Role and a zero Deadline filled in.
+// Attributes (nil and empty alike), and the same deadline. Deadlines are the
+// same when they are equal to the millisecond the command log keeps, or when
+// their times to live (Deadline minus SubmittedAt) differ by less than
+// [SameDeadlineTolerance], as a retry that passes the same timeout gives.
+// SubmittedAt itself may differ, so a retry of a submission is the same
+// command. Both commands are taken as the dispatcher completed them: an
+// empty Role and a zero Deadline filled in.
 func (c Command) SameAs(o Command) bool { return len(c.Differences(o)) == 0 }
 
 // Differences names the fields in which c and o differ as [Command.SameAs]
@@ -96,8 +103,9 @@ func (c Command) Differences(o Command) []string {
 	if !bytes.Equal(c.Payload, o.Payload) {
 		d = append(d, FieldPayload)
 	}
+	ttl := c.Deadline.Sub(c.SubmittedAt) - o.Deadline.Sub(o.SubmittedAt)
 	sameDeadline := c.Deadline.UnixMilli() == o.Deadline.UnixMilli() ||
-		c.Deadline.Sub(c.SubmittedAt).Truncate(time.Millisecond) == o.Deadline.Sub(o.SubmittedAt).Truncate(time.Millisecond)
+		(ttl > -SameDeadlineTolerance && ttl < SameDeadlineTolerance)
 	if !sameDeadline {
 		d = append(d, FieldDeadline)
 	}

@@ -42,6 +42,19 @@ func TestCommandSameAs(t *testing.T) {
 	if !base.SameAs(absolute) {
 		t.Error("the same absolute deadline differs")
 	}
+	// A retry that computed its deadline from its own clock reading.
+	jitter := base
+	jitter.SubmittedAt = now.Add(5 * time.Second)
+	jitter.Deadline = jitter.SubmittedAt.Add(time.Minute - 7*time.Millisecond)
+	if !base.SameAs(jitter) {
+		t.Error("a retry with the same timeout, read from the clock a moment apart, differs")
+	}
+	longer := base
+	longer.SubmittedAt = now.Add(5 * time.Second)
+	longer.Deadline = now.Add(5*time.Second + time.Minute + SameDeadlineTolerance)
+	if d := base.Differences(longer); !slices.Equal(d, []string{FieldDeadline}) {
+		t.Errorf("a timeout longer by the tolerance: differences %v, want deadline", d)
+	}
 	other := base
 	other.Device, other.Payload, other.Deadline = "e", []byte("2"), now.Add(time.Hour)
 	other.Attributes = map[string]string{"by": "ops"}

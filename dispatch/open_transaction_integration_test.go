@@ -192,7 +192,7 @@ func testFailoverPastOpenTransaction(t *testing.T, how string) {
 
 	// Duplicates of commands the predecessor settled, through both paths.
 	for i, id := range viaSubmit[:5] {
-		out, err := b.d.Submit(t.Context(), dispatch.Command{ID: id, Device: devices[i%2], Action: "again"})
+		out, err := b.d.Submit(t.Context(), dispatch.Command{ID: id, Device: devices[i%2], Action: "set"})
 		if err != nil || out.Status != dispatch.StatusSucceeded || out.CommandID != id {
 			t.Errorf("duplicate Submit %s: %+v %v", id, out, err)
 		}
