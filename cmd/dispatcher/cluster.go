@@ -115,12 +115,6 @@ func (o *ClusterOptions) clientOptions() ([]kgo.Opt, error) {
 	return opts, nil
 }
 
-// coordinationOptions returns the options of package coordination that the
-// configuration sets.
-func (o *ClusterOptions) coordinationOptions() []coordination.Option {
-	return coordinationOptions(o.Config)
-}
-
 // unavailable marks an error of reaching the cluster, unless the context
 // ran out for another reason than the timeout.
 func unavailable(ctx context.Context, err error) error {
