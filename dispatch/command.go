@@ -7,8 +7,9 @@ import "time"
 // any device sees it.
 type Command struct {
 	// ID is the idempotency key, chosen by the submitter. A second command
-	// with an ID that the log already holds is not dispatched again; its
-	// submitter receives the status of the first.
+	// with an ID that the log already holds is not dispatched again: when it
+	// is the same command ([Command.SameAs]) its submitter receives the
+	// status of the first, and when it differs an *[IDConflictError].
 	ID string
 
 	// Role is the role whose leader dispatches the command. The dispatcher

@@ -318,13 +318,16 @@ func (d *Dispatcher) stop(cause error) {
 // now, and a zero Deadline with SubmittedAt plus the command timeout
 // ([WithCommandTimeout]).
 //
-// A command whose ID the log already holds is not dispatched again; Submit
-// returns (or waits for) the outcome of the first. A command that
-// [Command.Validate] refuses returns its *InvalidCommandError and is not
-// recorded. A command for a device that the registry lacks is recorded as
-// rejected. A command for a device whose last health check
-// ([Registry.CheckHealth]) failed, and which still fails when asked again
-// ([Registry.Unavailable]), returns a *[DeviceUnavailableError] and is not
+// A command whose ID the log already holds is not dispatched again: when it
+// is the same command ([Command.SameAs]) Submit returns (or waits for) the
+// outcome of the first, and when it differs Submit returns an
+// *[IDConflictError] and records nothing. A command that [Command.Validate]
+// refuses returns its *InvalidCommandError, a command for a device that the
+// registry lacks an *[UnknownDeviceError], and a command that the device's
+// [CommandValidator] refuses an *[UnsupportedCommandError]. A command for a
+// device whose last health check ([Registry.CheckHealth]) failed, and which
+// still fails when asked again ([Registry.Unavailable]), returns a
+// *[DeviceUnavailableError]. None of them is
 // recorded.
 //
 // Submit returns [ErrHalted] when the dispatcher halts first; the command
@@ -353,10 +356,14 @@ func (d *Dispatcher) Submit(ctx context.Context, cmd Command) (Outcome, error) {
 	}
 	var c *command
 	err := d.guard("Submit", func() (err error) {
+		if err := d.admit(cmd); err != nil {
+			return err
+		}
 		c, err = d.accept(ctx, cmd, span.SpanContext(), nil)
 		return err
 	})
 	if err != nil {
+		span.RecordError(err)
 		return Outcome{}, err
 	}
 	return d.await(ctx, c)

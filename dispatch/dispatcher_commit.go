@@ -117,8 +117,9 @@ func (d *Dispatcher) waitRoom(ctx context.Context) error {
 }
 
 // accept registers cmd, a valid command, and queues its records. A command
-// whose ID is known is returned as it stands. mark, when set, is the intake
-// mark of the request that carried cmd.
+// whose ID is known is returned as it stands when it repeats the command
+// held, and refused with an *IDConflictError when it differs. mark, when
+// set, is the intake mark of the request that carried cmd.
 func (d *Dispatcher) accept(ctx context.Context, cmd Command, span trace.SpanContext, mark *item) (*command, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -126,6 +127,9 @@ func (d *Dispatcher) accept(ctx context.Context, cmd Command, span trace.SpanCon
 		return nil, err
 	}
 	if c, ok := d.commands[cmd.ID]; ok {
+		if err := conflict(c, cmd); err != nil {
+			return nil, err
+		}
 		if mark != nil {
 			d.enqueue(mark)
 		}
@@ -140,7 +144,13 @@ func (d *Dispatcher) accept(ctx context.Context, cmd Command, span trace.SpanCon
 	// A command that may not be dispatched is recorded with its outcome in
 	// the same transaction, or the next.
 	var final *Outcome
-	if _, err := d.registry.Lookup(cmd.Device); err != nil {
+	check := func() error { _, err := d.registry.Lookup(cmd.Device); return err }
+	if mark != nil {
+		// Submit checked its command before; a request from the topic is
+		// checked here, and recorded as rejected: no one waits to be told.
+		check = func() error { return validateFor(d.registry, cmd) }
+	}
+	if err := check(); err != nil {
 		final = &Outcome{Status: StatusRejected, Reason: err.Error()}
 	} else if !time.Now().Before(cmd.Deadline) {
 		final = &Outcome{Status: StatusExpired, Reason: "the deadline passed before the command was issued"}

@@ -103,15 +103,22 @@ func TestDispatcherOnCluster(t *testing.T) {
 			submit(dispatch.Command{ID: poisonTopic[i/13], Device: "no-such-device", Action: "set"})
 		}
 	}
-	// Duplicates of commands already sent, through both paths.
+	// Duplicates of commands already sent, through both paths. On the
+	// topic they reuse the IDs for other commands: refused, with a warning.
 	for _, id := range viaTopic[:5] {
 		submit(dispatch.Command{ID: id, Device: "valve", Action: "again"})
 	}
 	wg.Wait()
-	for _, id := range viaSubmit[:5] {
-		out, err := ld.d.Submit(t.Context(), dispatch.Command{ID: id, Device: "pump", Action: "again"})
+	// Through Submit, the same command again gets the first's outcome, and
+	// another command under the same ID a conflict.
+	for i, id := range viaSubmit[:5] {
+		out, err := ld.d.Submit(t.Context(), dispatch.Command{ID: id, Device: []string{"valve", "pump"}[i%2], Action: "set"})
 		if err != nil || out.Status != dispatch.StatusSucceeded || out.CommandID != id {
 			t.Errorf("duplicate Submit %s: %+v %v", id, out, err)
+		}
+		var conflict *dispatch.IDConflictError
+		if _, err := ld.d.Submit(t.Context(), dispatch.Command{ID: id, Device: "pump", Action: "again"}); !errors.As(err, &conflict) || conflict.ID != id {
+			t.Errorf("Submit of another command as %s: %v, want *dispatch.IDConflictError", id, err)
 		}
 	}
 	// Expired before issue, through both paths.

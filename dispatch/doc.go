@@ -21,10 +21,19 @@
 //  2. Intake. Commands arrive from the role's partition of the requests topic
 //     (read_committed, from the recovered intake position, with
 //     [WithRequestSource]) and from [Dispatcher.Submit], which the binary's
-//     HTTP API calls. A command whose ID the log holds is not issued again:
-//     its submitter gets the status of the first. A command that does not
-//     validate, or names a device the [Registry] lacks, is recorded as
-//     rejected and the rest flow on.
+//     HTTP API calls. A command whose ID the log holds is not issued again.
+//     When it is the same command ([Command.SameAs]: role, device, action,
+//     payload, attributes and deadline; SubmittedAt may differ), its
+//     submitter gets the status of the first; when it differs, Submit
+//     returns an *[IDConflictError], and a request from the topic, which has
+//     no one to answer, is refused with a warning in the dispatcher's log
+//     that names the ID and what differs (the ID's records belong to the
+//     first command, so nothing is written for it). Submit refuses, before
+//     anything is written, a command that does not validate, names a device
+//     the [Registry] lacks, or that the device's [CommandValidator] refuses
+//     ([Dispatcher.Check] asks the same without submitting); a request from
+//     the topic with such a command is recorded as rejected and the rest
+//     flow on.
 //  3. Group commit. One transaction of the command log is in flight at a
 //     time ([Leader.Write], serialised with the lease renewals). Every record
 //     that queues while it is in flight goes into the next one, up to
@@ -127,6 +136,12 @@
 //     and a check is up to an interval old, so it is recorded and dispatched
 //     as usual, and the device's Dispatch and the command's deadline decide
 //     its outcome. Without CheckHealth a device is reported healthy.
+//   - [CommandValidator]: ValidateCommand is asked at intake, for each new
+//     command ID, before anything is written: an unknown action or a payload
+//     the device cannot parse is refused to the submitter then (recorded
+//     rejected for a request from the topic), not at dispatch. Without it
+//     every action and payload is accepted at intake, and the device refuses
+//     a bad one with [Rejected] when it is dispatched.
 //   - io.Closer: [Registry.Close] calls Close once, after the last Dispatch
 //     returned; it must not block indefinitely.
 //
@@ -203,8 +218,10 @@
 // Each request record in the range is answered in the same transaction,
 // before the intake record, by exactly one of: an Issued record; an Outcome
 // rejected with attempt [NoAttempt], for a request whose command does not
-// validate (it has no Issued record); or nothing, for a request whose command
-// ID the log already holds (its submitter reads the status of the first), for
+// validate or that its device refuses (it has no Issued record); or nothing,
+// for a request whose command ID the log already holds (its submitter reads
+// the status of the first; a different command under a taken ID is refused
+// with a warning), for
 // one that does not decode at all, and for one of another role that shares
 // the partition. An offset that holds no request (a transaction marker, an
 // aborted record) is covered all the same. A command submitted in process,

@@ -106,6 +106,15 @@ func (d *Dispatcher) take(rec RequestRecord) error {
 	span := d.tel.startIntake(rec.Headers, cmd, rec.Offset)
 	defer span.End()
 	_, err = d.accept(d.haltCtx, cmd, span.SpanContext(), mark)
+	var taken *IDConflictError
+	if errors.As(err, &taken) {
+		// The ID's record belongs to the first command: a second outcome
+		// under it would give the ID two histories. The request is
+		// refused here, and its offset passes.
+		d.cfg.logger.Warn("dispatch: rejected a request that reuses a command ID for a different command",
+			"id", cmd.ID, "differs", taken.Differs, "partition", d.requestTP, "offset", rec.Offset, "reason", err)
+		return d.queueMark(mark)
+	}
 	if err != nil && !errors.Is(err, ErrHalted) && d.haltCtx.Err() == nil {
 		// The command validated, so only an encoding fault lands here.
 		d.cfg.logger.Warn("dispatch: skipping a request that cannot be recorded", "offset", rec.Offset, "err", err)

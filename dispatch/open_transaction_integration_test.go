@@ -192,7 +192,7 @@ func testFailoverPastOpenTransaction(t *testing.T, how string) {
 
 	// Duplicates of commands the predecessor settled, through both paths.
 	for i, id := range viaSubmit[:5] {
-		out, err := b.d.Submit(t.Context(), dispatch.Command{ID: id, Device: devices[i%2], Action: "again"})
+		out, err := b.d.Submit(t.Context(), dispatch.Command{ID: id, Device: devices[i%2], Action: "set"})
 		if err != nil || out.Status != dispatch.StatusSucceeded || out.CommandID != id {
 			t.Errorf("duplicate Submit %s: %+v %v", id, out, err)
 		}
@@ -245,12 +245,16 @@ func TestReadLogWaitIsBounded(t *testing.T) {
 	c := realCluster(t)
 	tp := c.newTopics(t)
 	role := testRole(t)
-	a := lead(t, c, tp, role, "m1", dispatch.NewRegistry())
-	// Commands for a device that is not registered: each is rejected,
-	// which writes its outcome to the log.
+	registry := dispatch.NewRegistry()
+	if err := registry.Register("refuser", refuser{}); err != nil {
+		t.Fatal(err)
+	}
+	a := lead(t, c, tp, role, "m1", registry)
+	// Commands for a device that refuses each: each is rejected, which
+	// writes its outcome to the log.
 	reject := func(id string) {
 		t.Helper()
-		out, err := a.d.Submit(t.Context(), dispatch.Command{ID: id, Device: "none", Action: "set"})
+		out, err := a.d.Submit(t.Context(), dispatch.Command{ID: id, Device: "refuser", Action: "set"})
 		if err != nil || out.Status != dispatch.StatusRejected {
 			t.Fatalf("Submit %s: %+v %v", id, out, err)
 		}
@@ -365,4 +369,11 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// refuser is a device that refuses every command without acting.
+type refuser struct{}
+
+func (refuser) Dispatch(context.Context, dispatch.Command, coordination.FencingToken) (dispatch.Result, error) {
+	return dispatch.Result{}, dispatch.Rejected(errors.New("refused"))
 }

@@ -27,7 +27,8 @@ func (e *DuplicateDeviceError) Error() string {
 }
 
 // UnknownDeviceError reports a command for a device name that the registry
-// does not hold. The dispatcher records such a command as rejected.
+// does not hold. [Dispatcher.Submit] refuses such a command before writing
+// anything; the dispatcher records one from the requests topic as rejected.
 type UnknownDeviceError struct {
 	// Name is the device name the command asked for.
 	Name string

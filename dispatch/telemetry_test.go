@@ -65,12 +65,15 @@ func TestMetrics(t *testing.T) {
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 		log := &leaderLog{}
 		commitEntries(t, log, fakeToken(t, 3, 0), takeoverIssued(newCommand("left", "valve", time.Hour)))
-		h := newHarness(t, log, map[string]Device{"valve": &recordingDevice{log: log, t: t}}, WithMeterProvider(mp))
+		refuser := &recordingDevice{log: log, t: t, respond: func(context.Context, Command, int) (Result, error) {
+			return Result{}, Rejected(errBadPayload)
+		}}
+		h := newHarness(t, log, map[string]Device{"valve": &recordingDevice{log: log, t: t}, "refuser": refuser}, WithMeterProvider(mp))
 		h.start(t.Context())
 		if _, err := h.d.Submit(t.Context(), newCommand("ok", "valve", time.Minute)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := h.d.Submit(t.Context(), newCommand("bad", "nowhere", time.Minute)); err != nil {
+		if _, err := h.d.Submit(t.Context(), newCommand("bad", "refuser", time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
@@ -108,7 +111,8 @@ func TestMetrics(t *testing.T) {
 				t.Errorf("%s = %d, want %d (all: %v)", k, got[k], v, got)
 			}
 		}
-		if histograms["dispatch.commit.duration"] == 0 || histograms["dispatch.dispatch.duration"] != 1 {
+		// Two device calls: "ok", and "bad", which the device refused.
+		if histograms["dispatch.commit.duration"] == 0 || histograms["dispatch.dispatch.duration"] != 2 {
 			t.Errorf("histograms %v", histograms)
 		}
 		h.stop()

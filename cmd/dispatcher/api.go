@@ -204,7 +204,11 @@ func (o *APIOptions) postOnce(ctx context.Context, timeout time.Duration, path s
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return "", withCode(ExitUnavailable, err)
+		if ctx.Err() != nil && !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+			return "", err // interrupted
+		}
+		return "", withCode(ExitUnavailable, fmt.Errorf("cannot reach the member's HTTP API at %s (--url, or the config's http section): %s: %w",
+			o.URL, causeOf(ctx, err, timeout), err))
 	}
 	defer resp.Body.Close()
 	answered := resp.Request.URL.Scheme + "://" + resp.Request.URL.Host
@@ -215,7 +219,10 @@ func (o *APIOptions) postOnce(ctx context.Context, timeout time.Duration, path s
 		switch {
 		case resp.StatusCode == http.StatusServiceUnavailable:
 			return answered, withCode(ExitUnavailable, fmt.Errorf("%w: %w", err, errUnavailable))
-		case resp.StatusCode == http.StatusBadRequest:
+		case resp.StatusCode == http.StatusBadRequest, resp.StatusCode == http.StatusConflict, resp.StatusCode == http.StatusUnprocessableEntity:
+			// A malformed command, an ID taken by another command, a
+			// device or action that does not exist: the arguments are
+			// at fault, and nothing was recorded.
 			return answered, withCode(ExitUsage, err)
 		}
 		return answered, err

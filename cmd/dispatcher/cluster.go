@@ -33,6 +33,10 @@ type ClusterOptions struct {
 
 	// Config is the completed configuration, set by Complete.
 	Config *config.Config
+
+	// brokersFrom names the setting the brokers came from when it is not
+	// the configuration file; see brokerSetting.
+	brokersFrom string
 }
 
 // AddFlags registers the flags on fs.
@@ -57,9 +61,13 @@ func (o *ClusterOptions) Complete() error {
 	} else {
 		c = &config.Config{}
 	}
-	if len(o.Brokers) == 0 && len(c.Kafka.Brokers) == 0 {
+	switch {
+	case len(o.Brokers) > 0:
+		o.brokersFrom = "--brokers"
+	case len(c.Kafka.Brokers) == 0:
 		if env := os.Getenv(EnvBrokers); env != "" {
 			o.Brokers = strings.Split(env, ",")
+			o.brokersFrom = "$" + EnvBrokers
 		}
 	}
 	if len(o.Brokers) > 0 {
@@ -105,12 +113,6 @@ func (o *ClusterOptions) clientOptions() ([]kgo.Opt, error) {
 		return nil, withCode(ExitUsage, err)
 	}
 	return opts, nil
-}
-
-// coordinationOptions returns the options of package coordination that the
-// configuration sets.
-func (o *ClusterOptions) coordinationOptions() []coordination.Option {
-	return coordinationOptions(o.Config)
 }
 
 // unavailable marks an error of reaching the cluster, unless the context

@@ -31,6 +31,9 @@ const (
 	// ExitCommandFailed: `submit --wait` or `resolve` saw the command end in
 	// a state other than succeeded.
 	ExitCommandFailed ExitCode = 7
+	// ExitUnknownRole: `status` or `log` found no record of the role in the
+	// coordination topic: no member has ever registered for it.
+	ExitUnknownRole ExitCode = 8
 )
 
 // exitCodeHelp is the table `dispatcher --help` prints.
@@ -43,6 +46,8 @@ const exitCodeHelp = `Exit codes:
   5  no leader: status found no member holding a live lease
   6  misconfigured: topics found a topic whose settings break a guarantee
   7  command failed: submit --wait or resolve saw a state other than succeeded
+  8  unknown role: status or log found that no member ever registered for the
+     role (check --role or the config's role; roles are case-sensitive)
 `
 
 // exitError carries an exit code with the error that caused it.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,7 +26,11 @@ type LogOptions struct {
 	Streams
 
 	// openReader reaches the log; the Kafka reader unless a test sets it.
-	openReader func(o *LogOptions) (logReader, error)
+	// It reaches the cluster first, within ctx.
+	openReader func(ctx context.Context, o *LogOptions) (logReader, error)
+	// connect reaches the coordination topic, to tell an empty log from a
+	// role that does not exist; connectCluster unless a test sets it.
+	connect func(ctx context.Context, o *ClusterOptions) (cluster, error)
 }
 
 // logReader is what `log` needs of the command log.
@@ -110,7 +115,9 @@ led when, each command's attempts and outcome) and verifies it: terms never go
 backwards and each belongs to one member, tokens never go backwards within a
 term, every outcome follows its Issued record, no command has two terminal
 outcomes, intake positions are contiguous. It exits 4 when the log does not
-verify.
+verify, and 8 when it holds no record of the role and no member has ever
+registered for it (a typo in --role or the config's role, most likely: roles
+are case-sensitive).
 
 --verify prints the verdict alone. --follow prints records as they commit,
 until interrupted, and then the verdict; -o json then prints one object per
@@ -140,6 +147,9 @@ func (o *LogOptions) Complete() error {
 	if o.openReader == nil {
 		o.openReader = openKafkaLogReader
 	}
+	if o.connect == nil {
+		o.connect = connectCluster
+	}
 	return o.Cluster.Complete()
 }
 
@@ -160,7 +170,10 @@ func (o *LogOptions) Validate() error {
 	return nil
 }
 
-func openKafkaLogReader(o *LogOptions) (logReader, error) {
+func openKafkaLogReader(ctx context.Context, o *LogOptions) (logReader, error) {
+	if err := o.Cluster.reach(ctx); err != nil {
+		return nil, err
+	}
 	opts, err := o.Cluster.clientOptions()
 	if err != nil {
 		return nil, err
@@ -184,7 +197,9 @@ func (o *LogOptions) partition() (coordination.TopicPartition, error) {
 
 // Run reads (or follows) the log and prints it.
 func (o *LogOptions) Run(ctx context.Context) error {
-	reader, err := o.openReader(o)
+	octx, cancel := context.WithTimeout(ctx, o.Cluster.Timeout)
+	defer cancel()
+	reader, err := o.openReader(octx, o)
 	if err != nil {
 		return err
 	}
@@ -201,6 +216,11 @@ func (o *LogOptions) Run(ctx context.Context) error {
 	entries, err := reader.ReadLog(rctx, tp)
 	if err != nil {
 		return unavailable(rctx, err)
+	}
+	if !slices.ContainsFunc(entries, func(e dispatch.Entry) bool { return e.Role == o.Cluster.Config.Role }) {
+		if err := o.checkRole(rctx); err != nil {
+			return err
+		}
 	}
 	audit := buildAudit(o.Cluster.Config.Role, tp, entries)
 	if o.Output.Structured() {
@@ -220,6 +240,30 @@ func (o *LogOptions) Run(ctx context.Context) error {
 		writeAuditText(o, audit)
 	}
 	return auditResult(audit)
+}
+
+// checkRole returns an *UnknownRoleError when no member has ever registered
+// for the role: a log without a record of the role is then a typo in the
+// role, not a clean audit.
+func (o *LogOptions) checkRole(ctx context.Context) error {
+	cl, err := o.connect(ctx, &o.Cluster)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	role := o.Cluster.role()
+	ctp, err := rolePartition(o.Cluster.Config, role)
+	if err != nil {
+		return err
+	}
+	records, err := cl.ReadPartition(ctx, ctp)
+	if err != nil {
+		return unavailable(ctx, fmt.Errorf("read %s-%d: %w", ctp.Topic, ctp.Partition, err))
+	}
+	if holdsRole(records, role) {
+		return nil
+	}
+	return unknownRole(ctx, cl, o.Cluster.Config, role, ctp, records)
 }
 
 // follow prints records as they commit, until ctx ends, then the verdict.

@@ -39,7 +39,7 @@ func TestHelpListsExitCodes(t *testing.T) {
 	if code != int(ExitOK) {
 		t.Fatalf("exit %d", code)
 	}
-	for _, want := range []string{"Exit codes:", "4  audit failed", "run", "demo", "status", "log", "submit", "resolve", "topics"} {
+	for _, want := range []string{"Exit codes:", "4  audit failed", "8  unknown role", "run", "demo", "status", "log", "submit", "resolve", "topics"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("help lacks %q:\n%s", want, out)
 		}

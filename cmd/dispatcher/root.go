@@ -74,6 +74,7 @@ Start with:  dispatcher demo`,
 		NewSubmitCommand(streams),
 		NewResolveCommand(streams),
 		NewTopicsCommand(streams),
+		NewMembersCommand(streams),
 	)
 	root.AddCommand(NewVersionCommand(streams))
 	return root

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
@@ -189,6 +190,10 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	defer stopHTTP()
 
 	logger.Info("member started", "brokers", cfg.Kafka.Brokers, "devices", registry.Names(), "lease", cfg.Lease.Duration)
+	if !o.awaitCluster(ctx, kopts, logger) {
+		logger.Info("member stopped")
+		return nil
+	}
 	if err := m.Run(ctx); err != nil {
 		return err
 	}
@@ -292,4 +297,44 @@ func durationText(_ []string, a slog.Attr) slog.Attr {
 		a.Value = slog.StringValue(a.Value.Duration().String())
 	}
 	return a
+}
+
+// The bounds of awaitCluster: each attempt to reach the cluster, and the
+// wait between attempts, which doubles from the first to the last.
+const (
+	joinReachTimeout = 10 * time.Second
+	joinRetryFirst   = 500 * time.Millisecond
+	joinRetryMax     = 15 * time.Second
+)
+
+// awaitCluster blocks until the cluster answers, logging each failed
+// attempt at warn level with its cause and the setting to check, so that a
+// member that cannot join says why at once instead of after the first
+// registration times out. It returns false when ctx ended first.
+func (o *RunOptions) awaitCluster(ctx context.Context, kopts []kgo.Opt, logger *slog.Logger) bool {
+	setting := "kafka.brokers in " + o.ConfigFile
+	wait := joinRetryFirst
+	for {
+		rctx, cancel := context.WithTimeout(ctx, joinReachTimeout)
+		err := reachCluster(rctx, o.cfg.Kafka.Brokers, setting, joinReachTimeout, kopts)
+		cancel()
+		if ctx.Err() != nil {
+			return false
+		}
+		if err == nil {
+			return true
+		}
+		attrs := []any{"err", err, "retry_in", wait}
+		var ue *UnreachableError
+		if errors.As(err, &ue) {
+			attrs = append(attrs, "cause", ue.Cause, "setting", ue.Setting)
+		}
+		logger.Warn("joining: cannot reach the Kafka cluster; trying again", attrs...)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return false
+		}
+		wait = min(2*wait, joinRetryMax)
+	}
 }

@@ -190,6 +190,17 @@ func TestRunSubmitLogResolveOnFakeCluster(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "verify: clean") || strings.Contains(out, "OFFSET") {
 		t.Fatalf("log --verify: exit %d\n%s", code, out)
 	}
+	// A role no member ever registered for is not a clean, empty log.
+	for _, role := range []string{"nosuchrole", "Controller"} {
+		code, out, errOut = runCLI(t, ctx, "log", "--brokers", brokers, "--role", role, "--verify")
+		if code != int(ExitUnknownRole) || strings.Contains(out, "verify: clean") ||
+			!strings.Contains(errOut, "\ndispatcher: role \""+role+"\" has never been registered") {
+			t.Fatalf("log --role %s: exit %d, want %d\n%s%s", role, code, ExitUnknownRole, out, errOut)
+		}
+		if suggests := strings.Contains(errOut, `did you mean "controller"?`); suggests != (role == "Controller") {
+			t.Errorf("log --role %s: suggestion %v\n%s", role, suggests, errOut)
+		}
+	}
 	code, out, _ = runCLI(t, ctx, "log", "--brokers", brokers, "--role", "controller")
 	if code != 0 || !strings.Contains(out, "c-topic") || !strings.Contains(out, "issued") ||
 		!strings.Contains(out, "TERM  TOKEN") || !strings.Contains(out, "node-1       term "+term.String()+"  tokens") {
@@ -257,7 +268,7 @@ func TestLogAuditFailureExits4(t *testing.T) {
 	var out, errOut bytes.Buffer
 	o := &LogOptions{Output: OutputTable, Streams: Streams{Out: &out, Err: &errOut},
 		Cluster:    ClusterOptions{Brokers: []string{"127.0.0.1:1"}, Role: "controller", Timeout: time.Second},
-		openReader: func(*LogOptions) (logReader, error) { return fakeLog(entries), nil }}
+		openReader: func(context.Context, *LogOptions) (logReader, error) { return fakeLog(entries), nil }}
 	if err := o.Complete(); err != nil {
 		t.Fatal(err)
 	}

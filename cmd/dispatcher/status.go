@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -60,12 +63,32 @@ type StatusResult struct {
 
 // StatusMember is one member of the roster.
 type StatusMember struct {
-	Member       string    `json:"member"`
+	Member string `json:"member"`
+	// Rank is the member's challenge rank: the first standby has 0, and so
+	// does the holder, which the table shows as "holder" instead.
 	Rank         int       `json:"rank"`
 	Holder       bool      `json:"holder"`
 	Offset       int64     `json:"offset"`
 	RegisteredAt time.Time `json:"registered_at"`
+	// API is what the member's HTTP API, from the configuration's members
+	// list, answered to GET /livez: APILive, APIUnreachable, or absent when
+	// the list does not name the member.
+	API string `json:"api,omitempty"`
 }
+
+// The values of StatusMember.API.
+const (
+	// APILive: /livez answered 200 in time.
+	APILive = "live"
+	// APIUnreachable: /livez did not answer 200 within LivezTimeout (or
+	// the --timeout left, if shorter). A registration stays in the roster
+	// until it is removed (dispatcher members remove), so a member that
+	// crashed for good shows here, still ranked: it is stale.
+	APIUnreachable = "unreachable"
+)
+
+// LivezTimeout bounds the /livez probe of each member by status.
+const LivezTimeout = 2 * time.Second
 
 // NewStatusCommand builds `dispatcher status`.
 func NewStatusCommand(streams Streams) *cobra.Command {
@@ -79,7 +102,8 @@ it) and asks the transaction coordinator which token it holds for the role,
 the third-party authority check that joins no group and takes no epoch. The
 term orders leaderships; the token is what the broker enforces, and may rotate
 to a lower producer id within a term. It exits 5 when no member holds a live
-lease.`,
+lease, and 8 when no member has ever registered for the role (a typo in --role
+or the config's role, most likely: roles are case-sensitive).`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Complete(); err != nil {
@@ -114,21 +138,36 @@ func (o *StatusOptions) Validate() error { return o.Cluster.Validate(true) }
 func (o *StatusOptions) Run(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, o.Cluster.Timeout)
 	defer cancel()
+	if err := o.Cluster.reach(ctx); err != nil {
+		return err
+	}
 	cl, err := o.connect(ctx, &o.Cluster)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 	role := o.Cluster.role()
-	state, err := coordination.DescribeRoleState(ctx, cl, role, o.Cluster.coordinationOptions()...)
+	tp, err := rolePartition(o.Cluster.Config, role)
 	if err != nil {
-		return unavailable(ctx, err)
+		return err
+	}
+	records, err := cl.ReadPartition(ctx, tp)
+	if err != nil {
+		return unavailable(ctx, fmt.Errorf("read %s-%d: %w", tp.Topic, tp.Partition, err))
+	}
+	if !holdsRole(records, role) {
+		return unknownRole(ctx, cl, o.Cluster.Config, role, tp, records)
+	}
+	state, err := coordination.BuildRoleState(role, records)
+	if err != nil {
+		return err
 	}
 	leadership, err := coordination.DescribeLeadership(ctx, cl, role)
 	if err != nil {
 		return unavailable(ctx, err)
 	}
 	res := buildStatus(role, state, leadership, o.now())
+	o.probeMembers(ctx, res.Roster)
 	if o.Output.Structured() {
 		err = o.Output.Write(o.Out, res)
 	} else {
@@ -207,13 +246,15 @@ func writeStatusTable(o *StatusOptions, r StatusResult) error {
 	fmt.Fprintf(o.Out, "lease token:  %s\n", dash(r.LeaseToken))
 	fmt.Fprintf(o.Out, "coordinator:  %s\n", dash(r.CoordinatorToken))
 	fmt.Fprintf(o.Out, "authority:    %s\n\n", r.Authority)
-	t := table{header: []string{"RANK", "MEMBER", "HOLDER", "OFFSET", "REGISTERED"}}
+	t := table{header: []string{"RANK", "MEMBER", "API", "OFFSET", "REGISTERED"}}
 	for _, m := range r.Roster {
-		h := ""
+		// The holder and the first standby both have rank 0 by the
+		// succession rules; the table tells them apart.
+		rank := strconv.Itoa(m.Rank)
 		if m.Holder {
-			h = "*"
+			rank = "holder"
 		}
-		t.rows = append(t.rows, []string{strconv.Itoa(m.Rank), m.Member, h, strconv.FormatInt(m.Offset, 10), m.RegisteredAt.Format(time.RFC3339)})
+		t.rows = append(t.rows, []string{rank, m.Member, dash(m.API), strconv.FormatInt(m.Offset, 10), m.RegisteredAt.Format(time.RFC3339)})
 	}
 	return t.write(o.Out)
 }
@@ -229,5 +270,54 @@ func dash(s string) string {
 type cluster interface {
 	coordination.StateReader
 	coordination.Coordinator
+	coordination.Registrar
 	Close()
+}
+
+// probeMembers sets the API of each member that the configuration's
+// members list names, asking GET /livez of all at once, each within
+// LivezTimeout or what is left of ctx.
+func (o *StatusOptions) probeMembers(ctx context.Context, roster []StatusMember) {
+	c := o.Cluster.Config
+	if len(c.Members) == 0 {
+		return
+	}
+	api := APIOptions{}
+	if c.HTTP.TLS != nil {
+		api.CACert, api.Cert, api.Key = c.HTTP.TLS.CAFile, c.HTTP.TLS.ClientCertFile, c.HTTP.TLS.ClientKeyFile
+	}
+	if err := api.completeTLS(); err != nil {
+		fmt.Fprintf(o.Err, "not probing the members' APIs: %v\n", err)
+		return
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.TLSClientConfig = api.tlsConfig
+	defer transport.CloseIdleConnections()
+	hc := &http.Client{Transport: transport, Timeout: LivezTimeout}
+	var wg sync.WaitGroup
+	for i := range roster {
+		base, ok := c.Members[roster[i].Member]
+		if !ok {
+			continue
+		}
+		wg.Go(func() { roster[i].API = livez(ctx, hc, base) })
+	}
+	wg.Wait()
+}
+
+// livez returns APILive when base answers GET /livez with 200.
+func livez(ctx context.Context, hc *http.Client, base string) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/livez", nil)
+	if err != nil {
+		return APIUnreachable
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return APIUnreachable
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return APIUnreachable
+	}
+	return APILive
 }

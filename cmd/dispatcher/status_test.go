@@ -56,13 +56,20 @@ func TestStatusOnFakeCluster(t *testing.T) {
 		t.Fatalf("topics: %d\n%s%s", code, out, errOut)
 	}
 
-	// No one holds the role yet.
+	// No member has ever registered for the role: not an outage, a role
+	// that does not exist.
 	code, _, errOut := runCLI(t, ctx, "status", "--brokers", brokers, "--role", "controller")
-	if code != int(ExitNoLeader) {
-		t.Fatalf("before any leader: exit %d, want %d\n%s", code, ExitNoLeader, errOut)
+	if code != int(ExitUnknownRole) || !strings.HasPrefix(errOut, `dispatcher: role "controller" has never been registered`) {
+		t.Fatalf("before any member: exit %d, want %d\n%s", code, ExitUnknownRole, errOut)
 	}
 
 	l := acquire(t, brokers, "controller", "node-1", "node-2", "node-3")
+	// A role spelled in another case is another role; the error names the
+	// one the topic holds.
+	code, _, errOut = runCLI(t, ctx, "status", "--brokers", brokers, "--role", "Controller")
+	if code != int(ExitUnknownRole) || !strings.Contains(errOut, "roles are case-sensitive") || !strings.Contains(errOut, `did you mean "controller"?`) {
+		t.Fatalf("status --role Controller: exit %d, want %d and a suggestion\n%s", code, ExitUnknownRole, errOut)
+	}
 	code, out, errOut := runCLI(t, ctx, "status", "--brokers", brokers, "--role", "controller", "-o", "json")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
@@ -152,5 +159,18 @@ func TestBuildStatusAuthority(t *testing.T) {
 	expired := buildStatus(role, state, coordination.LeadershipStatus{}, now.Add(5*time.Second))
 	if expired.LeaseLive || expired.LeaseRemainingMS != 0 {
 		t.Errorf("expired lease: live %v remaining %d", expired.LeaseLive, expired.LeaseRemainingMS)
+	}
+}
+
+func TestNearRoles(t *testing.T) {
+	seen := map[string]bool{"controller": true, "pump-station": true, "valves": true}
+	if got := nearRoles("Controller", seen); len(got) != 1 || got[0] != "controller" {
+		t.Errorf("Controller: %v", got)
+	}
+	if got := nearRoles("valve", seen); len(got) != 1 || got[0] != "valves" {
+		t.Errorf("valve: %v", got)
+	}
+	if got := nearRoles("nosuchrole", seen); len(got) != 0 {
+		t.Errorf("nosuchrole: %v", got)
 	}
 }

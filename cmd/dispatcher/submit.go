@@ -191,6 +191,9 @@ func (o *SubmitOptions) viaHTTP(ctx context.Context) (SubmitResult, error) {
 }
 
 func (o *SubmitOptions) viaTopic(ctx context.Context) (SubmitResult, error) {
+	if err := o.Cluster.reach(ctx); err != nil {
+		return SubmitResult{}, err
+	}
 	c := o.Cluster.Config
 	kopts, err := o.Cluster.clientOptions()
 	if err != nil {

@@ -159,6 +159,9 @@ func retentionMillis(d time.Duration) string {
 func (o *TopicsOptions) Run(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, o.Cluster.Timeout)
 	defer cancel()
+	if err := o.Cluster.reach(ctx); err != nil {
+		return err
+	}
 	opts, err := o.Cluster.clientOptions()
 	if err != nil {
 		return err

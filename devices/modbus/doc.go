@@ -7,8 +7,8 @@
 // asked to read them back, and to receive the leader's term and fencing
 // token in holding registers before every command, so that a PLC can refuse
 // a deposed leader. The device implements dispatch.Device,
-// dispatch.AuthorityDevice, dispatch.HealthChecker, dispatch.Redispatcher and
-// io.Closer.
+// dispatch.AuthorityDevice, dispatch.CommandValidator, dispatch.HealthChecker,
+// dispatch.Redispatcher and io.Closer.
 //
 // # Configuration
 //
@@ -90,7 +90,9 @@
 // (function 03 for registers, 01 for coils) after the unit acknowledged the
 // write, compares it, and returns what it read in dispatch.Result.Data, in the
 // plural form above. A malformed payload, or an action that is not enabled,
-// is rejected without touching the bus.
+// is rejected without touching the bus; ValidateCommand makes the same check
+// when the command is submitted, so the dispatcher refuses it before
+// recording it. docs/DEVICES.md lists the same table.
 //
 // # Fencing
 //

@@ -12,7 +12,9 @@
 // within a term. Package [github.com/krabka-io/krabka-dispatch/devices/fence]
 // keeps the highest term a device has seen, for firmware and gateways in Go.
 // The Device implements [dispatch.AuthorityDevice], so the dispatcher hands
-// it the term; its Dispatch sends coordination.NoTerm.
+// it the term; its Dispatch sends coordination.NoTerm. It implements
+// [dispatch.CommandValidator] too: a command whose envelope it could never
+// publish is refused at submission, before it is recorded.
 //
 // # When a dispatch is done
 //

@@ -9,8 +9,8 @@
 //	go run ./examples/audit-replay -brokers host:9092 -role controller
 //
 // Without -brokers it starts an in-process cluster, lets a leader record
-// three commands (one succeeds, one goes to a device that does not exist,
-// one leaves its device in doubt) and replays that log.
+// three commands (one succeeds, one its device refuses, one leaves its
+// device in doubt) and replays that log.
 package main
 
 import (
@@ -118,6 +118,13 @@ func (stuck) Dispatch(context.Context, dispatch.Command, coordination.FencingTok
 	return dispatch.Result{}, errors.New("no answer from the unit")
 }
 
+// refuser is a device that refuses every command without acting.
+type refuser struct{}
+
+func (refuser) Dispatch(context.Context, dispatch.Command, coordination.FencingToken) (dispatch.Result, error) {
+	return dispatch.Result{}, dispatch.Rejected(errors.New("the heater is locked out"))
+}
+
 // ok is a device that acts.
 type ok struct{}
 
@@ -148,6 +155,7 @@ func demo(ctx context.Context, out io.Writer) (bool, error) {
 	registry := dispatch.NewRegistry()
 	_ = registry.Register("valve-1", ok{})
 	_ = registry.Register("pump-1", stuck{})
+	_ = registry.Register("heater-9", refuser{})
 	reader, _ := dispatch.NewKafkaLogReader(brokers)
 	d, err := dispatch.NewDispatcher(l, registry, reader, dispatch.WithSafetyMargin(500*time.Millisecond))
 	if err != nil {

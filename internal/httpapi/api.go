@@ -24,6 +24,18 @@
 //	GET  /leaderz                    200 on the leader only, 503 elsewhere
 //	GET  /metrics                    Prometheus exposition
 //
+// A submission is answered 200 with the command's state once it settled, or
+// 202 while it is pending; a second submission of the same command under the
+// same ID is answered the same way, with the first one's state. Refusals come
+// before anything is written to the command log:
+//
+//	400  the request is malformed: not JSON, a field missing or invalid
+//	409  the ID is taken by a different command; the body names the ID and
+//	     the fields that differ ("id", "differs")
+//	422  the request is well-formed but cannot be carried out: no device is
+//	     registered under its name, or the device refuses its action or
+//	     payload (dispatch.CommandValidator)
+//
 // The write endpoints demand "Authorization: Bearer <token>" when a token is
 // configured (the scheme's name in any case), compared in constant time.
 // With [Options.ProtectReads] every endpoint but the health probes

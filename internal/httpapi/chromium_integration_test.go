@@ -94,8 +94,10 @@ func TestStatusPageInChromium(t *testing.T) {
 	if strings.Contains(dom, "ms left") {
 		t.Error("the lease still shows the server's text: the countdown did not run")
 	}
-	// The roster keeps its ranks after the script's refresh from the API.
-	for _, row := range []string{"<td>0</td><td>node-1</td><td>holder</td>", "<td>1</td><td>node-3</td>"} {
+	// The roster keeps its ranks after the script's refresh from the API,
+	// the holder shown as such rather than at rank 0 beside the first
+	// standby.
+	for _, row := range []string{"<td>holder</td><td>node-1</td>", "<td>0</td><td>node-2</td>", "<td>1</td><td>node-3</td>"} {
 		if !strings.Contains(dom, row) {
 			t.Errorf("roster lacks %q", row)
 		}

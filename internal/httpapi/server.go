@@ -87,8 +87,9 @@ type server struct {
 
 // SubmitRequest is the body of POST /v1/commands.
 type SubmitRequest struct {
-	// ID is the idempotency key; a second submission with the same ID gets
-	// the first one's state. Required.
+	// ID is the idempotency key; a second submission of the same command
+	// with the same ID gets the first one's state, and one of a different
+	// command 409 Conflict (see [dispatch.Command.SameAs]). Required.
 	ID     string `json:"id"`
 	Device string `json:"device"`
 	Action string `json:"action"`
@@ -113,6 +114,11 @@ type ErrorResponse struct {
 	Error     string `json:"error"`
 	Leader    string `json:"leader,omitempty"`
 	LeaderURL string `json:"leader_url,omitempty"`
+	// ID and Differs answer a 409 to a submission whose ID is taken by a
+	// different command: the ID, and the fields that differ (device,
+	// action, payload, deadline, attributes, role).
+	ID      string   `json:"id,omitempty"`
+	Differs []string `json:"differs,omitempty"`
 }
 
 // auth demands the bearer token of the request before next, when a token is
@@ -252,6 +258,8 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var notLeader *NotLeaderError
 	var invalid *dispatch.InvalidCommandError
 	var unknownDevice *dispatch.UnknownDeviceError
+	var unsupported *dispatch.UnsupportedCommandError
+	var conflict *dispatch.IDConflictError
 	var unknownCmd *dispatch.UnknownCommandError
 	var notInDoubt *dispatch.NotInDoubtError
 	switch {
@@ -262,8 +270,12 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		}
 		w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
 		writeError(w, http.StatusServiceUnavailable, ErrorResponse{Error: err.Error(), Leader: notLeader.Leader})
-	case errors.As(err, &invalid), errors.As(err, &unknownDevice):
+	case errors.As(err, &conflict):
+		writeError(w, http.StatusConflict, ErrorResponse{Error: err.Error(), ID: conflict.ID, Differs: conflict.Differs})
+	case errors.As(err, &invalid):
 		writeError(w, http.StatusBadRequest, ErrorResponse{Error: err.Error()})
+	case errors.As(err, &unknownDevice), errors.As(err, &unsupported):
+		writeError(w, http.StatusUnprocessableEntity, ErrorResponse{Error: err.Error()})
 	case errors.Is(err, ErrUnknownCommand), errors.As(err, &unknownCmd):
 		writeError(w, http.StatusNotFound, ErrorResponse{Error: err.Error()})
 	case errors.As(err, &notInDoubt):

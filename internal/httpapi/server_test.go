@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ type fakeBackend struct {
 	leadership Leadership
 	commands   map[string]CommandState
 	submitted  []dispatch.Command
+	sent       map[string]dispatch.Command
 	resolved   []dispatch.ResolveAction
 	ready      error
 }
@@ -53,6 +55,19 @@ func (f *fakeBackend) Submit(_ context.Context, cmd dispatch.Command, wait time.
 	if cmd.Device == "down" {
 		return CommandState{}, &dispatch.DeviceUnavailableError{Device: cmd.Device, CheckedAt: time.Now(), Err: errors.New("broker unreachable")}
 	}
+	if cmd.Action == "explode" {
+		return CommandState{}, &dispatch.UnsupportedCommandError{Device: cmd.Device, Action: cmd.Action, Err: errors.New("unknown action")}
+	}
+	if prev, ok := f.sent[cmd.ID]; ok {
+		if diff := cmd.Differences(prev); len(diff) > 0 {
+			return CommandState{}, &dispatch.IDConflictError{ID: cmd.ID, Differs: diff}
+		}
+		return f.commands[cmd.ID], nil
+	}
+	if f.sent == nil {
+		f.sent = map[string]dispatch.Command{}
+	}
+	f.sent[cmd.ID] = cmd
 	f.submitted = append(f.submitted, cmd)
 	st := CommandState{ID: cmd.ID, Device: cmd.Device, Action: cmd.Action, State: StatePending, SubmittedAt: cmd.SubmittedAt, UpdatedAt: cmd.SubmittedAt}
 	if wait > 0 {
@@ -156,13 +171,12 @@ func TestSubmitWaitAndPayload(t *testing.T) {
 func TestSubmitBadRequests(t *testing.T) {
 	h := NewHandler(newFakeBackend(true), Options{})
 	for name, body := range map[string]string{
-		"no id":          `{"device":"d","action":"a"}`,
-		"no device":      `{"id":"x","action":"a"}`,
-		"unknown field":  `{"id":"x","device":"d","colour":"red"}`,
-		"two payloads":   `{"id":"x","device":"d","payload":"a","payload_base64":"AA=="}`,
-		"bad timeout":    `{"id":"x","device":"d","timeout":"soon"}`,
-		"unknown device": `{"id":"x","device":"nope"}`,
-		"not json":       `id=x`,
+		"no id":         `{"device":"d","action":"a"}`,
+		"no device":     `{"id":"x","action":"a"}`,
+		"unknown field": `{"id":"x","device":"d","colour":"red"}`,
+		"two payloads":  `{"id":"x","device":"d","payload":"a","payload_base64":"AA=="}`,
+		"bad timeout":   `{"id":"x","device":"d","timeout":"soon"}`,
+		"not json":      `id=x`,
 	} {
 		if rec := do(t, h, "POST", "/v1/commands", "", body); rec.Code != http.StatusBadRequest {
 			t.Errorf("%s: %d %s", name, rec.Code, rec.Body)
@@ -170,6 +184,37 @@ func TestSubmitBadRequests(t *testing.T) {
 	}
 	if rec := do(t, h, "POST", "/v1/commands?wait=forever", "", `{"id":"x","device":"d"}`); rec.Code != http.StatusBadRequest {
 		t.Errorf("bad wait: %d", rec.Code)
+	}
+}
+
+func TestSubmitRefusalsNameTheirCause(t *testing.T) {
+	h := NewHandler(newFakeBackend(true), Options{})
+	for name, body := range map[string]string{
+		"unknown device": `{"id":"x","device":"nope"}`,
+		"unknown action": `{"id":"y","device":"d","action":"explode"}`,
+	} {
+		if rec := do(t, h, "POST", "/v1/commands", "", body); rec.Code != http.StatusUnprocessableEntity {
+			t.Errorf("%s: %d %s, want 422", name, rec.Code, rec.Body)
+		}
+	}
+	first := `{"id":"k","device":"d","action":"set","payload":"1","timeout":"30s"}`
+	if rec := do(t, h, "POST", "/v1/commands", "", first); rec.Code != http.StatusAccepted {
+		t.Fatalf("first: %d %s", rec.Code, rec.Body)
+	}
+	// The same command again, the same timeout included: idempotent.
+	if rec := do(t, h, "POST", "/v1/commands", "", first); rec.Code != http.StatusAccepted {
+		t.Errorf("same again: %d %s, want the first's state", rec.Code, rec.Body)
+	}
+	rec := do(t, h, "POST", "/v1/commands", "", `{"id":"k","device":"e","action":"set","payload":"2","timeout":"30s"}`)
+	if rec.Code != http.StatusConflict {
+		t.Fatalf("reused ID: %d %s, want 409", rec.Code, rec.Body)
+	}
+	var e ErrorResponse
+	if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil {
+		t.Fatal(err)
+	}
+	if e.ID != "k" || !slices.Equal(e.Differs, []string{dispatch.FieldDevice, dispatch.FieldPayload}) {
+		t.Errorf("conflict body %+v, want the ID and device, payload", e)
 	}
 }
 
@@ -271,5 +316,22 @@ func TestLeadershipAndPage(t *testing.T) {
 	}
 	if rec := do(t, h, "GET", "/nope", "", ""); rec.Code != 404 {
 		t.Errorf("unknown path: %d", rec.Code)
+	}
+}
+
+func TestStatusPageShowsTheHolderApartFromTheRanks(t *testing.T) {
+	h := NewHandler(newFakeBackend(true), Options{})
+	rec := do(t, h, "GET", "/", "", "")
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET /: %d", rec.Code)
+	}
+	page := rec.Body.String()
+	for _, row := range []string{"<td>holder</td><td>node-1</td>", "<td>0</td><td>node-2</td>", "<td>1</td><td>node-3</td>"} {
+		if !strings.Contains(page, row) {
+			t.Errorf("the roster lacks %q", row)
+		}
+	}
+	if strings.Contains(page, "<td>0</td><td>node-1</td>") {
+		t.Error("the holder is shown at rank 0, beside the first standby")
 	}
 }

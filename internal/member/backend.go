@@ -108,6 +108,18 @@ func (m *Member) Submit(ctx context.Context, cmd dispatch.Command, wait time.Dur
 		m.mu.Unlock()
 		return httpapi.CommandState{}, err
 	}
+	m.mu.Unlock()
+	// Refuse, before anything is written, a reused ID for another command,
+	// an unknown device, and a command the device cannot carry out.
+	if err := d.Check(cmd); err != nil {
+		return httpapi.CommandState{}, err
+	}
+	m.mu.Lock()
+	if m.dispatcher != d || m.draining {
+		err := m.notLeaderLocked()
+		m.mu.Unlock()
+		return httpapi.CommandState{}, err
+	}
 	if st, ok := m.recent.get(cmd.ID); ok {
 		m.mu.Unlock()
 		return st, nil
@@ -157,6 +169,10 @@ func (m *Member) settle(id string, out dispatch.Outcome, err error) httpapi.Comm
 		st.State = out.Status.String()
 		st.Reason = out.Reason
 		st.Detail = out.Result.Detail
+	case errors.As(err, new(*dispatch.IDConflictError)):
+		// A submission that raced another under the same ID: the entry
+		// is the other's.
+		return st
 	case errors.Is(err, dispatch.ErrHalted):
 		st.State = StateUnknown
 		st.Reason = "the leadership ended before the outcome was recorded; the next leader records it"

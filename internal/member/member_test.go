@@ -172,6 +172,23 @@ func TestLeadRedirectHandOver(t *testing.T) {
 	if _, err := a.m.Submit(context.Background(), dispatch.Command{ID: "", Device: "dev"}, 0); err == nil {
 		t.Error("a command without an ID was accepted")
 	}
+	// c1 again, the same command: its state, not a second dispatch.
+	if st, err := a.m.Submit(context.Background(), dispatch.Command{ID: "c1", Device: "dev", Action: "go"}, 0); err != nil || st.State != dispatch.StatusSucceeded.String() {
+		t.Errorf("c1 again: %+v, %v", st, err)
+	}
+	// c1 reused for another command, and a command for no device: refused
+	// before anything is written.
+	var conflict *dispatch.IDConflictError
+	if _, err := a.m.Submit(context.Background(), dispatch.Command{ID: "c1", Device: "dev", Action: "stop"}, 0); !errors.As(err, &conflict) {
+		t.Errorf("c1 reused: %v, want *dispatch.IDConflictError", err)
+	}
+	var unknown *dispatch.UnknownDeviceError
+	if _, err := a.m.Submit(context.Background(), dispatch.Command{ID: "c2", Device: "nowhere", Action: "go"}, 0); !errors.As(err, &unknown) {
+		t.Errorf("unknown device: %v, want *dispatch.UnknownDeviceError", err)
+	}
+	if got := a.m.Recent(10); len(got) != 1 {
+		t.Errorf("recent %+v, want c1 alone", got)
+	}
 
 	// Stopping the leader resigns; the standby takes over well before the
 	// lease would have run out, and learns of c1 from the log.
