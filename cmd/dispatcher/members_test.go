@@ -84,11 +84,16 @@ func TestStatusMarksUnreachableMembers(t *testing.T) {
 	}
 	acquire(t, brokers, "controller", "node-1", "node-2", "node-3")
 	live := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/livez" {
+		switch r.URL.Path {
+		case "/livez":
+			w.Write([]byte("ok"))
+		case "/v1/leadership":
+			// The holder's last health checks, as its member reports them.
+			w.Write([]byte(`{"role":"controller","devices":[{"device":"valve-1","reachable":true,"checked_at":"2026-12-01T00:00:00Z"},` +
+				`{"device":"pump-1","reachable":false,"error":"dial tcp 10.0.0.9:502: connection refused","checked_at":"2026-12-01T00:00:01Z"}]}`))
+		default:
 			http.NotFound(w, r)
-			return
 		}
-		w.Write([]byte("ok"))
 	}))
 	defer live.Close()
 	file := filepath.Join(t.TempDir(), "node-1.yaml")
@@ -119,5 +124,23 @@ func TestStatusMarksUnreachableMembers(t *testing.T) {
 	}
 	if r := rows["node-3"]; r == nil || r[0] != "1" || r[2] != APIUnreachable {
 		t.Errorf("node-3 row %q, want rank 1, unreachable\n%s", r, out)
+	}
+	// The holder's device health follows the roster.
+	devices := map[string][]string{}
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && (f[0] == "valve-1" || f[0] == "pump-1") {
+			devices[f[0]] = f
+		}
+	}
+	if d := devices["valve-1"]; d == nil || d[1] != "yes" {
+		t.Errorf("valve-1 row %q, want reachable\n%s", d, out)
+	}
+	if d := devices["pump-1"]; d == nil || d[1] != "no" || !strings.Contains(out, "connection refused") {
+		t.Errorf("pump-1 row %q, want unreachable with its error\n%s", d, out)
+	}
+	code, out, errOut = runCLI(t, ctx, "status", "-c", file, "-o", "json")
+	var res StatusResult
+	if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil || len(res.Devices) != 2 || res.Devices[1].Reachable || res.Devices[1].Device != "pump-1" {
+		t.Errorf("status -o json devices %+v (exit %d, %v)\n%s", res.Devices, code, err, errOut)
 	}
 }

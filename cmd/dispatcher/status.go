@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,6 +62,19 @@ type StatusResult struct {
 	CoordinatorToken string            `json:"coordinator_token,omitempty"`
 	Authority        string            `json:"authority"`
 	Roster           []StatusMember    `json:"roster"`
+	// Devices is the holder's last health check of each device, from its
+	// HTTP API (GET /v1/leadership); absent when the configuration's members
+	// list does not name the holder, or its API did not answer.
+	Devices []StatusDevice `json:"devices,omitempty"`
+}
+
+// StatusDevice is the last health check of one device, as the holder made
+// it.
+type StatusDevice struct {
+	Device    string    `json:"device"`
+	Reachable bool      `json:"reachable"`
+	Error     string    `json:"error,omitempty"`
+	CheckedAt time.Time `json:"checked_at"`
 }
 
 // StatusMember is one member of the roster.
@@ -167,7 +183,11 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 		return unavailable(ctx, err)
 	}
 	res := buildStatus(role, state, leadership, o.now())
-	o.probeMembers(ctx, res.Roster)
+	if hc := o.apiClient(); hc != nil {
+		defer hc.CloseIdleConnections()
+		o.probeMembers(ctx, hc, res.Roster)
+		res.Devices = o.holderDevices(ctx, hc, res.Holder)
+	}
 	if o.Output.Structured() {
 		err = o.Output.Write(o.Out, res)
 	} else {
@@ -256,7 +276,22 @@ func writeStatusTable(o *StatusOptions, r StatusResult) error {
 		}
 		t.rows = append(t.rows, []string{rank, m.Member, dash(m.API), strconv.FormatInt(m.Offset, 10), m.RegisteredAt.Format(time.RFC3339)})
 	}
-	return t.write(o.Out)
+	if err := t.write(o.Out); err != nil {
+		return err
+	}
+	if len(r.Devices) == 0 {
+		return nil
+	}
+	fmt.Fprintln(o.Out)
+	d := table{header: []string{"DEVICE", "REACHABLE", "CHECKED", "ERROR"}}
+	for _, dev := range r.Devices {
+		reachable := "yes"
+		if !dev.Reachable {
+			reachable = "no"
+		}
+		d.rows = append(d.rows, []string{dev.Device, reachable, dev.CheckedAt.UTC().Format(time.RFC3339), dash(dev.Error)})
+	}
+	return d.write(o.Out)
 }
 
 func dash(s string) string {
@@ -274,26 +309,31 @@ type cluster interface {
 	Close()
 }
 
-// probeMembers sets the API of each member that the configuration's
-// members list names, asking GET /livez of all at once, each within
-// LivezTimeout or what is left of ctx.
-func (o *StatusOptions) probeMembers(ctx context.Context, roster []StatusMember) {
+// apiClient builds the client that status reaches the members' APIs with,
+// or nil when the configuration's members list names none.
+func (o *StatusOptions) apiClient() *http.Client {
 	c := o.Cluster.Config
 	if len(c.Members) == 0 {
-		return
+		return nil
 	}
 	api := APIOptions{}
 	if c.HTTP.TLS != nil {
 		api.CACert, api.Cert, api.Key = c.HTTP.TLS.CAFile, c.HTTP.TLS.ClientCertFile, c.HTTP.TLS.ClientKeyFile
 	}
 	if err := api.completeTLS(); err != nil {
-		fmt.Fprintf(o.Err, "not probing the members' APIs: %v\n", err)
-		return
+		fmt.Fprintf(o.Err, "not asking the members' APIs: %v\n", err)
+		return nil
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.TLSClientConfig = api.tlsConfig
-	defer transport.CloseIdleConnections()
-	hc := &http.Client{Transport: transport, Timeout: LivezTimeout}
+	return &http.Client{Transport: transport, Timeout: LivezTimeout}
+}
+
+// probeMembers sets the API of each member that the configuration's
+// members list names, asking GET /livez of all at once, each within
+// LivezTimeout or what is left of ctx.
+func (o *StatusOptions) probeMembers(ctx context.Context, hc *http.Client, roster []StatusMember) {
+	c := o.Cluster.Config
 	var wg sync.WaitGroup
 	for i := range roster {
 		base, ok := c.Members[roster[i].Member]
@@ -303,6 +343,44 @@ func (o *StatusOptions) probeMembers(ctx context.Context, roster []StatusMember)
 		wg.Go(func() { roster[i].API = livez(ctx, hc, base) })
 	}
 	wg.Wait()
+}
+
+// holderDevices asks the holder's API for its last health check of each
+// device. It needs no secret of its own: it sends $DISPATCHER_TOKEN, or the
+// file's token when that resolves, for a member that protects its reads,
+// and reports nothing when the holder does not answer.
+func (o *StatusOptions) holderDevices(ctx context.Context, hc *http.Client, holder string) []StatusDevice {
+	c := o.Cluster.Config
+	base, ok := c.Members[holder]
+	if holder == "" || !ok {
+		return nil
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/v1/leadership", nil)
+	if err != nil {
+		return nil
+	}
+	token := os.Getenv(EnvToken)
+	if token == "" {
+		token, _ = c.HTTP.ResolveToken()
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil
+	}
+	var view struct {
+		Devices []StatusDevice `json:"devices"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&view); err != nil {
+		return nil
+	}
+	return view.Devices
 }
 
 // livez returns APILive when base answers GET /livez with 200.
