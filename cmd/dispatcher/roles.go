@@ -41,6 +41,24 @@ func rolePartition(c *config.Config, role coordination.Role) (coordination.Topic
 	return coordination.TopicPartition{Topic: c.Topics.Coordination, Partition: p}, nil
 }
 
+// readRoleState reads the role's partition of the coordination topic and
+// folds it, failing with the unknown-role error when the partition holds no
+// record of the role.
+func readRoleState(ctx context.Context, cl coordination.StateReader, c *config.Config, role coordination.Role) (coordination.RoleState, error) {
+	tp, err := rolePartition(c, role)
+	if err != nil {
+		return coordination.RoleState{}, err
+	}
+	records, err := cl.ReadPartition(ctx, tp)
+	if err != nil {
+		return coordination.RoleState{}, unavailable(ctx, fmt.Errorf("read %s-%d: %w", tp.Topic, tp.Partition, err))
+	}
+	if !holdsRole(records, role) {
+		return coordination.RoleState{}, unknownRole(ctx, cl, c, role, tp, records)
+	}
+	return coordination.BuildRoleState(role, records)
+}
+
 // holdsRole reports whether any of records, read from a partition of the
 // coordination topic, belongs to role.
 func holdsRole(records []coordination.StateRecord, role coordination.Role) bool {

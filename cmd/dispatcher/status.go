@@ -163,18 +163,7 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 	}
 	defer cl.Close()
 	role := o.Cluster.role()
-	tp, err := rolePartition(o.Cluster.Config, role)
-	if err != nil {
-		return err
-	}
-	records, err := cl.ReadPartition(ctx, tp)
-	if err != nil {
-		return unavailable(ctx, fmt.Errorf("read %s-%d: %w", tp.Topic, tp.Partition, err))
-	}
-	if !holdsRole(records, role) {
-		return unknownRole(ctx, cl, o.Cluster.Config, role, tp, records)
-	}
-	state, err := coordination.BuildRoleState(role, records)
+	state, err := readRoleState(ctx, cl, o.Cluster.Config, role)
 	if err != nil {
 		return err
 	}
