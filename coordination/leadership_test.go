@@ -211,11 +211,16 @@ func TestAcquireLeadershipWaitsOutOwnLease(t *testing.T) {
 		if again.Term().Compare(first.Term()) <= 0 {
 			t.Fatalf("new incarnation's term %s, earlier %s", again.Term(), first.Term())
 		}
+		// Its next renewal is fenced, whether its own loop or this call
+		// makes it first.
 		transport.down.Store(false)
-		if err := first.Renew(context.Background()); !errors.Is(err, ErrFenced) {
+		if err := first.Renew(context.Background()); !errors.Is(err, ErrFenced) && !errors.Is(err, ErrNotHeld) {
 			t.Fatalf("earlier incarnation renews: %v", err)
 		}
 		<-first.Done()
+		if !errors.Is(first.Err(), ErrFenced) {
+			t.Fatalf("the earlier incarnation ended with %v, want a fence", first.Err())
+		}
 	})
 }
 

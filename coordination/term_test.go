@@ -107,9 +107,15 @@ func TestTermIsFirstLeaseOffset(t *testing.T) {
 				if next.Term().Compare(l.Term()) <= 0 {
 					t.Fatalf("later leadership's term %s, earlier %s", next.Term(), l.Term())
 				}
+				// The deposed leader's next renewal is fenced, whether its
+				// own loop or this call makes it first.
 				transport.down.Store(false)
-				if err := l.Renew(context.Background()); !errors.Is(err, ErrFenced) {
+				if err := l.Renew(context.Background()); !errors.Is(err, ErrFenced) && !errors.Is(err, ErrNotHeld) {
 					t.Fatalf("deposed leader renews: %v", err)
+				}
+				<-l.Done()
+				if !errors.Is(l.Err(), ErrFenced) {
+					t.Fatalf("the deposed leadership ended with %v, want a fence", l.Err())
 				}
 			})
 		})
