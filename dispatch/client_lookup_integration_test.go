@@ -185,6 +185,18 @@ func TestLookupsDoNotScan(t *testing.T) {
 	if n := client.RecordsRead() - before; n < 4*history {
 		t.Errorf("LookupSince before the history read %d records, want the whole history", n)
 	}
+	// A bounded range reads what it names and no more.
+	reader, err := NewKafkaLogReader(brokers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := reader.ReadRange(ctx, tp, LogRange{From: 100, Until: 200, Limit: 30})
+	if err != nil || len(part) != 30 || part[0].Offset != 100 || part[29].Offset != 129 {
+		t.Errorf("range [100, 200) limit 30: %d entries, %v", len(part), err)
+	}
+	if v := VerifyFrom(part); len(v) != 0 {
+		t.Errorf("a part of a sound log: %v", v)
+	}
 	if _, err := client.Status(ctx, role, "nowhere", LookupFromOffset(4*history)); !errors.As(err, new(*UnknownCommandError)) || errors.As(err, new(*OutsideWindowError)) {
 		t.Errorf("status of an unknown command from an offset: %v, want an *UnknownCommandError", err)
 	}
