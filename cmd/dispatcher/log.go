@@ -75,10 +75,10 @@ type LogRecord struct {
 // LogAudit is the verdict on a role's log: who led, what became of each
 // command, and the violations Verify found.
 type LogAudit struct {
-	Role        string          `json:"role"`
-	Topic       string          `json:"topic"`
-	Partition   int             `json:"partition"`
-	Records     int             `json:"records"`
+	Role      string `json:"role"`
+	Topic     string `json:"topic"`
+	Partition int    `json:"partition"`
+	Records   int    `json:"records"`
 	// Range is the part of the partition read, absent when it was read
 	// from its start: a range that starts later is verified without the
 	// records before it (dispatch.VerifyFrom).
