@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -131,12 +132,17 @@ func (m *member) exited() bool {
 	}
 }
 
-// accept posts one command to the member's API and reports whether it was
-// accepted (2xx). It follows no redirect: a standby's 307 is not an
-// acceptance.
+// acceptWait bounds how long the API holds a submission for its outcome.
+const acceptWait = time.Minute
+
+// accept posts one command to the member's API, holding the request until
+// the command settled, and reports whether it succeeded: 200 with the state
+// succeeded. A 202 (the member took it, its dispatcher has not recorded it
+// yet: it may still be reading the log) is not enough. It follows no
+// redirect: a standby's 307 is not an acceptance.
 func (m *member) accept(ctx context.Context, hc *http.Client, id string) (bool, error) {
 	body := fmt.Sprintf(`{"id":%q,"device":%q,"action":"set","payload":"1"}`, id, deviceName)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.url+"/v1/commands", strings.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.url+"/v1/commands?wait="+acceptWait.String(), strings.NewReader(body))
 	if err != nil {
 		return false, err
 	}
@@ -147,12 +153,18 @@ func (m *member) accept(ctx context.Context, hc *http.Client, id string) (bool, 
 		return false, nil // not listening yet
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode/100 == 2, nil
+	var st struct {
+		State string `json:"state"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st) != nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return false, nil
+	}
+	return st.State == "succeeded", nil
 }
 
-// untilAccepted posts commands every few milliseconds until the member
-// accepts one, and returns when it did.
+// untilAccepted posts commands every few milliseconds until one succeeds
+// through the member, and returns when it did.
 func (m *member) untilAccepted(ctx context.Context, hc *http.Client, series string) (time.Time, error) {
 	for i := 0; ; i++ {
 		ok, err := m.accept(ctx, hc, fmt.Sprintf("%s-%d", series, i))

@@ -21,7 +21,7 @@ func TestMarkdownRatios(t *testing.T) {
 	for _, want := range []string{
 		"## Cost against history",
 		"| Figure | 0 commands | 100,000 commands |",
-		"| Cold start to ready | 100 ms (1.00) | 2500 ms (25.00) |",
+		"| Cold start to the first command carried out | 100 ms (1.00) | 2500 ms (25.00) |",
 		"| RSS at ready | 20.0 MiB (1.00) | 80.0 MiB (4.00) |",
 		"| Failover past its bound (a difference: no ratio) | -1000 ms | 1000 ms |",
 		"| Records in the partition | 0 (1.00) | 400000 (-) |",

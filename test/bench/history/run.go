@@ -32,9 +32,13 @@ type Row struct {
 	// accepted a command; RSSReady is the leader's resident memory then.
 	ColdStart time.Duration
 	RSSReady  int64
-	// Failover runs from SIGKILL of the leader until the standby accepted
-	// a command; FailoverBound is lease + rank x stagger + one poll.
-	Failover, FailoverBound time.Duration
+	// LeaderzReady runs from the start until /leaderz answered 200.
+	LeaderzReady time.Duration
+	// Failover runs from SIGKILL of the leader until a command succeeded
+	// through the standby; FailoverLeaderz until its /leaderz answered
+	// 200; FailoverBound is lease + rank x stagger + one poll, the bound of
+	// taking the lease.
+	Failover, FailoverLeaderz, FailoverBound time.Duration
 	// SubmitWait and StatusCLI are the medians of `dispatcher submit
 	// --wait` and `dispatcher status`, process start included.
 	SubmitWait, StatusCLI time.Duration
@@ -126,7 +130,7 @@ func runSize(ctx context.Context, c *Config, n int) (row Row, err error) {
 	// The fillers resigned: their registrations are gone, and the first
 	// process to start takes the role at once.
 
-	hc := &http.Client{Timeout: 10 * time.Second}
+	hc := &http.Client{Timeout: acceptWait + 10*time.Second}
 	defer hc.CloseIdleConnections()
 	sctx, cancel = step("cold start of node-1")
 	start = time.Now()
@@ -134,7 +138,12 @@ func runSize(ctx context.Context, c *Config, n int) (row Row, err error) {
 		cancel()
 		return row, err
 	}
-	ready, err := leader.untilAccepted(sctx, hc, "ready")
+	err = leader.untilStatus(sctx, hc, "/leaderz", http.StatusOK)
+	row.LeaderzReady = time.Since(start)
+	var ready time.Time
+	if err == nil {
+		ready, err = leader.untilAccepted(sctx, hc, "ready")
+	}
 	cancel()
 	if err != nil {
 		return row, err
@@ -143,7 +152,8 @@ func runSize(ctx context.Context, c *Config, n int) (row Row, err error) {
 	if row.RSSReady, err = leader.rss(); err != nil {
 		return row, err
 	}
-	c.logf("size %d: node-1 accepted a command %s after its start, RSS %d MiB", n, row.ColdStart.Round(time.Millisecond), row.RSSReady>>20)
+	c.logf("size %d: node-1 answered /leaderz 200 %s and carried out a command %s after its start, RSS %d MiB", n,
+		row.LeaderzReady.Round(time.Millisecond), row.ColdStart.Round(time.Millisecond), row.RSSReady>>20)
 
 	sctx, cancel = step("start node-2 as a standby")
 	if err = standby.start(c.Binary); err == nil {
@@ -176,14 +186,20 @@ func runSize(ctx context.Context, c *Config, n int) (row Row, err error) {
 	time.Sleep(c.Renew)
 	killed := time.Now()
 	leader.stop(syscall.SIGKILL)
-	took, err := standby.untilAccepted(sctx, hc, "failover")
+	err = standby.untilStatus(sctx, hc, "/leaderz", http.StatusOK)
+	row.FailoverLeaderz = time.Since(killed)
+	var took time.Time
+	if err == nil {
+		took, err = standby.untilAccepted(sctx, hc, "failover")
+	}
 	cancel()
 	if err != nil {
 		return row, err
 	}
 	row.Failover = took.Sub(killed)
 	row.FailoverBound = c.Lease + time.Duration(rank)*c.Stagger + c.Poll
-	c.logf("size %d: node-2 accepted a command %s after the kill (bound %s)", n, row.Failover.Round(time.Millisecond), row.FailoverBound)
+	c.logf("size %d: node-2 answered /leaderz 200 %s and carried out a command %s after the kill (bound of the takeover %s)", n,
+		row.FailoverLeaderz.Round(time.Millisecond), row.Failover.Round(time.Millisecond), row.FailoverBound)
 
 	if c.Further > 0 {
 		sctx, cancel = step(fmt.Sprintf("%d further commands through node-2", c.Further))
