@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
@@ -81,7 +83,17 @@ type KafkaLogReader struct {
 
 	mu   sync.Mutex
 	wait logReadWait
+
+	// read counts the records fetched by every read, control records
+	// included.
+	read atomic.Int64
 }
+
+// RecordsRead returns how many records of the log the reader has fetched
+// since it was made, over all its reads, control records included: the cost
+// of its reads, which a lookup that starts where its records were written
+// keeps independent of the log's length.
+func (r *KafkaLogReader) RecordsRead() int64 { return r.read.Load() }
 
 // LogReadWait configures how [KafkaLogReader.ReadLog] waits for the open
 // transactions of other producers. Pass it to [KafkaLogReader.SetReadWait].
@@ -196,8 +208,34 @@ func (r *KafkaLogReader) client(partition coordination.TopicPartition, from kgo.
 // that must not act on part of the log (a new leader) treats any error as
 // failure. A cancelled ctx ends the read with ctx's error.
 func (r *KafkaLogReader) ReadLog(ctx context.Context, partition coordination.TopicPartition) ([]Entry, error) {
+	return r.ReadRange(ctx, partition, LogRange{From: 0, Until: LogEnd})
+}
+
+// LogEnd, as [LogRange.Until], reads up to the high watermark at the time of
+// the call.
+const LogEnd int64 = math.MaxInt64
+
+// LogRange is a part of a partition of the command log: the offsets from
+// From up to, not including, Until. From is raised to the log start offset
+// and Until lowered to the high watermark at the time of the read, so 0 and
+// [LogEnd] name the whole partition. Limit, when above zero, ends the read
+// after that many entries.
+type LogRange struct {
+	From, Until int64
+	Limit       int
+}
+
+// ReadRange returns the committed entries of the partition within rng, in
+// offset order, as [KafkaLogReader.ReadLog] does for the whole partition:
+// it waits for the open transactions of other producers the same way, and
+// returns the entries that decoded with an error joining a
+// *MalformedRecordError for each record that did not. A range that starts
+// after the log's start holds outcomes whose Issued records lie before it:
+// check it with [VerifyFrom], not [Verify].
+func (r *KafkaLogReader) ReadRange(ctx context.Context, partition coordination.TopicPartition, rng LogRange) ([]Entry, error) {
 	rw := r.readWait()
-	cl, err := r.client(partition, kgo.NewOffset().AtStart(), true)
+	from := max(rng.From, 0)
+	cl, err := r.client(partition, kgo.NewOffset().At(from), true)
 	if err != nil {
 		return nil, err
 	}
@@ -206,11 +244,13 @@ func (r *KafkaLogReader) ReadLog(ctx context.Context, partition coordination.Top
 	if err != nil {
 		return nil, err
 	}
+	start = max(start, from)
+	target = min(target, rng.Until)
 	var entries []Entry
 	var malformed []error
 	var wait *stablewait.Wait
 	next, lso := start, start
-	for next < target {
+	for next < target && (rng.Limit <= 0 || len(entries) < rng.Limit) {
 		pollCtx, cancel := context.WithTimeout(ctx, openTransactionPoll)
 		fetches := cl.PollFetches(pollCtx)
 		polled := pollCtx.Err() != nil
@@ -245,11 +285,12 @@ func (r *KafkaLogReader) ReadLog(ctx context.Context, partition coordination.Top
 		if wait != nil {
 			wait.Moved()
 		}
+		r.read.Add(int64(fetches.NumRecords()))
 		fetches.EachRecord(func(rec *kgo.Record) {
 			if rec.Offset+1 > next {
 				next = rec.Offset + 1
 			}
-			if rec.Attrs.IsControl() || rec.Offset >= target {
+			if rec.Attrs.IsControl() || rec.Offset >= target || (rng.Limit > 0 && len(entries) >= rng.Limit) {
 				return
 			}
 			e, err := DecodeRecord(rec)
@@ -261,6 +302,33 @@ func (r *KafkaLogReader) ReadLog(ctx context.Context, partition coordination.Top
 		})
 	}
 	return entries, errors.Join(malformed...)
+}
+
+// OffsetAt returns the first offset of the partition whose record was
+// written at or after t (Kafka's ListOffsets by timestamp, on the records'
+// timestamps, which the dispatcher's clock sets), or the high watermark
+// when no record is that recent.
+func (r *KafkaLogReader) OffsetAt(ctx context.Context, partition coordination.TopicPartition, t time.Time) (int64, error) {
+	cl, err := r.client(partition, kgo.NewOffset().AtStart(), false)
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	millis := t.UnixMilli()
+	return r.listOffset(ctx, cl, partition, func(c *kadm.Client, ctx context.Context, topics ...string) (kadm.ListedOffsets, error) {
+		return c.ListOffsetsAfterMilli(ctx, millis, topics...)
+	}, "offset at "+t.UTC().Format(time.RFC3339))
+}
+
+// Bounds returns the log start offset and the high watermark of the
+// partition.
+func (r *KafkaLogReader) Bounds(ctx context.Context, partition coordination.TopicPartition) (start, end int64, err error) {
+	cl, err := r.client(partition, kgo.NewOffset().AtStart(), false)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer cl.Close()
+	return r.bounds(ctx, cl, partition)
 }
 
 // bounds returns the log start offset and the high watermark of the
@@ -342,6 +410,7 @@ type LogStream struct {
 	done    chan struct{}
 	cancel  context.CancelFunc
 	err     error
+	read    *atomic.Int64
 }
 
 // FollowLog streams the committed entries of the partition from offset from
@@ -357,7 +426,7 @@ func (r *KafkaLogReader) FollowLog(ctx context.Context, partition coordination.T
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	s := &LogStream{entries: make(chan Entry), done: make(chan struct{}), cancel: cancel}
+	s := &LogStream{entries: make(chan Entry), done: make(chan struct{}), cancel: cancel, read: &r.read}
 	go s.run(ctx, cl, partition)
 	return s, nil
 }
@@ -380,6 +449,7 @@ func (s *LogStream) run(ctx context.Context, cl *kgo.Client, partition coordinat
 			s.err = fmt.Errorf("dispatch: follow %s-%d: %w", partition.Topic, partition.Partition, err)
 			return
 		}
+		s.read.Add(int64(fetches.NumRecords()))
 		for it := fetches.RecordIter(); !it.Done(); {
 			rec := it.Next()
 			e, err := DecodeRecord(rec)
@@ -418,4 +488,32 @@ func (s *LogStream) Err() error {
 func (s *LogStream) Close() {
 	s.cancel()
 	<-s.done
+}
+
+// VerifyFrom checks a part of a command log that starts after the log's
+// start, as [KafkaLogReader.ReadRange] returns it, against the invariants of
+// [Verify]. The range holds Redispatched records and outcomes of commands
+// whose Issued records lie before it, which Verify would report as
+// [ViolationNotIssued]; VerifyFrom leaves those out for every command that
+// has no Issued record in the range, and reports everything else as Verify
+// does. An Issued record after an outcome of the command in the range is
+// still reported: it is either out of order or a second Issued record. What
+// VerifyFrom cannot see is an invariant whose first record lies before the
+// range: a command issued twice across the range's start, a token or term
+// that regressed against a record before it, and an intake gap at its start.
+func VerifyFrom(entries []Entry) []Violation {
+	issued := make(map[commandKey]bool)
+	for i := range entries {
+		if e := &entries[i]; e.Kind == EntryIssued && e.Issued != nil {
+			issued[commandKey{e.Role, e.Issued.Command.ID}] = true
+		}
+	}
+	var found []Violation
+	for _, v := range Verify(entries) {
+		if v.Kind == ViolationNotIssued && !issued[commandKey{v.Role, v.CommandID}] {
+			continue
+		}
+		found = append(found, v)
+	}
+	return found
 }

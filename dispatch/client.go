@@ -30,8 +30,27 @@ type clientConfig struct {
 	requestsTopic      string
 	requestsPartitions int
 	requestTimeout     time.Duration
+	lookupWindow       time.Duration
+	lookupSkew         time.Duration
 	kafka              []kgo.Opt
 }
+
+const (
+	// DefaultLookupWindow is how far back from now [Client.Status] and
+	// [Client.Wait] search the log for a command when the caller gives no
+	// hint of where its records are: the dispatcher's dedup window, 7 days.
+	// The dispatcher deduplicates command IDs within that window and
+	// rejects a command submitted before it, so a command that can still
+	// be acted on has its records inside it. Change it with
+	// [WithClientLookupWindow].
+	DefaultLookupWindow = 7 * 24 * time.Hour
+
+	// DefaultLookupSkew is the margin a lookup by time starts before the
+	// time it is given: the log's record timestamps are set by the leader's
+	// clock (Kafka's CreateTime), which may run behind the submitter's.
+	// Change it with [WithClientLookupSkew].
+	DefaultLookupSkew = time.Minute
+)
 
 // ClientOption configures a [Client].
 type ClientOption func(*clientConfig) error
@@ -81,6 +100,32 @@ func WithClientRequestTimeout(timeout time.Duration) ClientOption {
 	}
 }
 
+// WithClientLookupWindow sets how far back from now a lookup without a hint
+// searches the log, overriding [DefaultLookupWindow]. Give the dispatchers'
+// dedup window.
+func WithClientLookupWindow(window time.Duration) ClientOption {
+	return func(c *clientConfig) error {
+		if err := positive("lookup window", window); err != nil {
+			return err
+		}
+		c.lookupWindow = window
+		return nil
+	}
+}
+
+// WithClientLookupSkew sets how long before a given time a lookup by time
+// starts, overriding [DefaultLookupSkew]: the largest difference expected
+// between the submitter's clock and the leader's. Zero trusts both clocks.
+func WithClientLookupSkew(skew time.Duration) ClientOption {
+	return func(c *clientConfig) error {
+		if skew < 0 {
+			return fmt.Errorf("dispatch: client: lookup skew %s is negative", skew)
+		}
+		c.lookupSkew = skew
+		return nil
+	}
+}
+
 // WithClientKafkaOptions adds franz-go options, such as TLS or SASL, to the
 // client's producer and readers. They come after the client's defaults; the
 // client always sets the seed brokers, the manual partitioner, acks=all with
@@ -104,6 +149,8 @@ func NewClient(brokers []string, options ...ClientOption) (*Client, error) {
 		requestsTopic:      DefaultRequestsTopic,
 		requestsPartitions: DefaultTopicPartitions,
 		requestTimeout:     DefaultKafkaRequestTimeout,
+		lookupWindow:       DefaultLookupWindow,
+		lookupSkew:         DefaultLookupSkew,
 	}
 	for _, option := range options {
 		if option == nil {
@@ -172,21 +219,42 @@ func rolePartition(name, topic string, partitions int) (coordination.TopicPartit
 // command timeout. Submit returns an *InvalidCommandError for a command the
 // dispatcher would reject. Submitting the same command again is safe: the
 // dispatcher issues a command ID once. The span of ctx, if any, becomes the
-// parent of the command's trace.
+// parent of the command's trace. [Client.Send] does the same and tells where
+// the request was written.
 func (c *Client) Submit(ctx context.Context, cmd Command) error {
+	_, err := c.Send(ctx, cmd)
+	return err
+}
+
+// Receipt tells where a request was written: pass it to [LookupAfter] so
+// that a lookup of the command starts there.
+type Receipt struct {
+	// Role and ID name the command.
+	Role, ID string
+	// Requests is the partition of the requests topic the request went to,
+	// and Offset its offset there.
+	Requests coordination.TopicPartition
+	Offset   int64
+	// SubmittedAt is the command's SubmittedAt.
+	SubmittedAt time.Time
+}
+
+// Send submits cmd as [Client.Submit] does and returns where the request
+// was written.
+func (c *Client) Send(ctx context.Context, cmd Command) (Receipt, error) {
 	if cmd.Role == "" {
-		return &InvalidCommandError{Field: "Role", Problem: "is empty: the client needs it to pick the partition"}
+		return Receipt{}, &InvalidCommandError{Field: "Role", Problem: "is empty: the client needs it to pick the partition"}
 	}
 	if cmd.SubmittedAt.IsZero() {
 		cmd.SubmittedAt = time.Now()
 	}
 	value, err := EncodeRequest(cmd)
 	if err != nil {
-		return err
+		return Receipt{}, err
 	}
 	tp, err := c.RequestsPartition(cmd.Role)
 	if err != nil {
-		return err
+		return Receipt{}, err
 	}
 	rec := &kgo.Record{Topic: tp.Topic, Partition: int32(tp.Partition), Key: []byte(cmd.ID), Value: value}
 	for _, h := range traceHeaders(trace.SpanContextFromContext(ctx)) {
@@ -194,50 +262,214 @@ func (c *Client) Submit(ctx context.Context, cmd Command) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.requestTimeout)
 	defer cancel()
-	if err := c.producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return fmt.Errorf("dispatch: submit %q to %s-%d: %w", cmd.ID, tp.Topic, tp.Partition, err)
+	res := c.producer.ProduceSync(ctx, rec)
+	if err := res.FirstErr(); err != nil {
+		return Receipt{}, fmt.Errorf("dispatch: submit %q to %s-%d: %w", cmd.ID, tp.Topic, tp.Partition, err)
 	}
-	return nil
+	return Receipt{Role: cmd.Role, ID: cmd.ID, Requests: tp, Offset: res[0].Record.Offset, SubmittedAt: cmd.SubmittedAt}, nil
+}
+
+// LookupOption tells [Client.Wait] and [Client.Status] where in the log a
+// command's records are, so that they read from there instead of searching
+// the lookup window ([DefaultLookupWindow]) back from the end. The last
+// option given wins.
+type LookupOption func(*lookup)
+
+type lookup struct {
+	since   time.Time
+	offset  int64
+	hasOff  bool
+	receipt *Receipt
+}
+
+// LookupSince starts the lookup at the records written at or after t, less
+// the client's skew margin ([DefaultLookupSkew]): give the command's
+// SubmittedAt, or any earlier time. Kafka maps the time to an offset
+// (ListOffsets by timestamp). A time before the lookup window reaches
+// records the window would not.
+func LookupSince(t time.Time) LookupOption {
+	return func(l *lookup) { *l = lookup{since: t} }
+}
+
+// LookupFromOffset starts the lookup at offset of the role's partition of
+// the command log; records before it are not read.
+func LookupFromOffset(offset int64) LookupOption {
+	return func(l *lookup) { *l = lookup{offset: max(offset, 0), hasOff: true} }
+}
+
+// LookupAfter starts the lookup where the request of r was written, as
+// [LookupSince] of its SubmittedAt does. [Client.Wait] given it also knows
+// when the leader took the request in: when the transaction that took it in
+// holds no record of the command (a second submission of a command that the
+// dispatcher already holds), it searches the lookup window before it for
+// the command's earlier records.
+func LookupAfter(r Receipt) LookupOption {
+	return func(l *lookup) { *l = lookup{since: r.SubmittedAt, receipt: &r} }
+}
+
+// OutsideWindowError reports a command of which the lookup window holds no
+// record: it was never submitted, or it was submitted before the window, and
+// a command that old is rejected by the dispatcher. A lookup with
+// [LookupSince] or [LookupFromOffset] reaches further back. It unwraps to an
+// *UnknownCommandError.
+type OutsideWindowError struct {
+	// ID is the command asked for.
+	ID string
+	// Since is where the search began: now less Window, at the time of the
+	// lookup.
+	Since  time.Time
+	Window time.Duration
+}
+
+// Error names the command and the window.
+func (e *OutsideWindowError) Error() string {
+	return fmt.Sprintf("dispatch: the log holds no command %q since %s (the lookup window, %s): it was never submitted, or it is older than the window",
+		e.ID, e.Since.UTC().Format(time.RFC3339), e.Window)
+}
+
+// Unwrap returns the *UnknownCommandError of the command.
+func (e *OutsideWindowError) Unwrap() error { return &UnknownCommandError{ID: e.ID} }
+
+// RecordsRead returns how many records of the log the client's lookups have
+// read since NewClient: the cost of [Client.Wait] and [Client.Status],
+// which depends on how far back they start, not on the log's length.
+func (c *Client) RecordsRead() int64 { return c.reader.RecordsRead() }
+
+// start resolves the first offset of a lookup in tp. It reports whether
+// the caller gave a hint.
+func (c *Client) start(ctx context.Context, tp coordination.TopicPartition, opts []LookupOption) (from int64, l lookup, hinted bool, err error) {
+	for _, o := range opts {
+		if o != nil {
+			o(&l)
+		}
+	}
+	switch {
+	case l.hasOff:
+		return l.offset, l, true, nil
+	case !l.since.IsZero():
+		from, err = c.reader.OffsetAt(ctx, tp, l.since.Add(-c.cfg.lookupSkew))
+		return from, l, true, err
+	default:
+		l.since = time.Now().Add(-c.cfg.lookupWindow)
+		from, err = c.reader.OffsetAt(ctx, tp, l.since)
+		return from, l, false, err
+	}
 }
 
 // Wait follows the log of role until an outcome of command id is recorded
-// that is terminal or in doubt, and returns it. It reads the log from its
-// start, so it finds an outcome recorded before the call; it blocks as long
-// as ctx allows, and returns ctx's error when ctx ends first.
-func (c *Client) Wait(ctx context.Context, role, id string) (Outcome, error) {
+// that is terminal or in doubt, and returns it. It blocks as long as ctx
+// allows, and returns ctx's error when ctx ends first.
+//
+// It reads from where opts say the command's records are ([LookupAfter] the
+// receipt of [Client.Send] is the usual hint), or else from the start of the
+// lookup window ([DefaultLookupWindow]) back from now; either way it finds an
+// outcome recorded before the call, and its cost does not grow with the
+// log's history.
+func (c *Client) Wait(ctx context.Context, role, id string, opts ...LookupOption) (Outcome, error) {
 	tp, err := c.LogPartition(role)
 	if err != nil {
 		return Outcome{}, err
 	}
-	stream, err := c.reader.FollowLog(ctx, tp, 0)
+	from, l, _, err := c.start(ctx, tp, opts)
+	if err != nil {
+		return Outcome{}, err
+	}
+	stream, err := c.reader.FollowLog(ctx, tp, from)
 	if err != nil {
 		return Outcome{}, err
 	}
 	defer stream.Close()
+	seen := false
 	for e := range stream.Entries() {
-		if e.Kind != EntryOutcome || e.Role != role || e.Outcome.CommandID != id {
+		if e.Role != role {
 			continue
 		}
-		if e.Outcome.Status.Terminal() || e.Outcome.Status == StatusInDoubt {
-			return *e.Outcome, nil
+		if e.CommandID() == id {
+			seen = true
+			if e.Kind == EntryOutcome && (e.Outcome.Status.Terminal() || e.Outcome.Status == StatusInDoubt) {
+				return *e.Outcome, nil
+			}
+			continue
 		}
+		if l.receipt == nil || seen || !covers(e, *l.receipt) {
+			continue
+		}
+		// The intake record is the last of its transaction: the request
+		// was taken in with no record of the command, so the command's
+		// records, if any, came before.
+		out, done, err := c.earlier(ctx, tp, role, id, e.Offset)
+		if err != nil || done {
+			return out, err
+		}
+		seen = true
 	}
 	return Outcome{}, fmt.Errorf("dispatch: wait for %q: %w", id, stream.Err())
 }
 
-// Status reads the log of role as [KafkaLogReader.ReadLog] does and returns the
-// history of command id: its status, attempts and outcomes so far. It
-// returns an *UnknownCommandError when the log does not name the command.
-func (c *Client) Status(ctx context.Context, role, id string) (*CommandHistory, error) {
-	h, err := c.History(ctx, role)
+// covers reports whether e is the intake record that took in the request of
+// r.
+func covers(e Entry, r Receipt) bool {
+	in := e.Intake
+	return e.Kind == EntryIntake && in != nil && in.Topic == r.Requests.Topic && in.Partition == r.Requests.Partition &&
+		in.FromOffset <= r.Offset && r.Offset < in.NextOffset
+}
+
+// earlier searches the lookup window before offset until for the history of
+// a command whose request was taken in with no record of its own. It
+// returns the outcome and true when the history settled it, false when the
+// command is still open, and an error when the window holds no record of it.
+func (c *Client) earlier(ctx context.Context, tp coordination.TopicPartition, role, id string, until int64) (Outcome, bool, error) {
+	since := time.Now().Add(-c.cfg.lookupWindow)
+	from, err := c.reader.OffsetAt(ctx, tp, since)
+	if err != nil {
+		return Outcome{}, false, err
+	}
+	entries, err := c.reader.ReadRange(ctx, tp, LogRange{From: from, Until: until})
+	if err != nil {
+		return Outcome{}, false, err
+	}
+	h, ok := Replay(entries).Command(role, id)
+	if !ok {
+		return Outcome{}, false, fmt.Errorf("dispatch: wait for %q: the leader took its request in with no record of it: %w",
+			id, &OutsideWindowError{ID: id, Since: since, Window: c.cfg.lookupWindow})
+	}
+	for i := len(h.Outcomes) - 1; i >= 0; i-- {
+		if o := h.Outcomes[i].Outcome; o.Status.Terminal() || o.Status == StatusInDoubt {
+			return *o, true, nil
+		}
+	}
+	return Outcome{}, false, nil
+}
+
+// Status returns the history of command id: its status, attempts and
+// outcomes so far. It reads the role's partition of the log from where opts
+// say the command's records are, or else from the start of the lookup window
+// back from now ([DefaultLookupWindow]), up to the high watermark at the
+// time of the call. It returns an *UnknownCommandError when the log does
+// not name the command there: an *OutsideWindowError when the search was
+// the window's.
+func (c *Client) Status(ctx context.Context, role, id string, opts ...LookupOption) (*CommandHistory, error) {
+	tp, err := c.LogPartition(role)
 	if err != nil {
 		return nil, err
 	}
-	cmd, ok := h.Command(role, id)
-	if !ok {
-		return nil, &UnknownCommandError{ID: id}
+	from, l, hinted, err := c.start(ctx, tp, opts)
+	if err != nil {
+		return nil, err
 	}
-	return cmd, nil
+	entries, err := c.reader.ReadRange(ctx, tp, LogRange{From: from, Until: LogEnd})
+	if err != nil {
+		return nil, err
+	}
+	cmd, ok := Replay(entries).Command(role, id)
+	switch {
+	case ok:
+		return cmd, nil
+	case hinted:
+		return nil, &UnknownCommandError{ID: id}
+	default:
+		return nil, &OutsideWindowError{ID: id, Since: l.since, Window: c.cfg.lookupWindow}
+	}
 }
 
 // History reads the log of role as [KafkaLogReader.ReadLog] does and

@@ -22,8 +22,15 @@ type LogOptions struct {
 	Verify  bool
 	Follow  bool
 	From    int64
+	// Since and Until bound the records read by their time, as RFC 3339
+	// or as a duration before now (1h); Limit bounds their number.
+	Since string
+	Until string
+	Limit int
 
 	Streams
+
+	since, until time.Time
 
 	// openReader reaches the log; the Kafka reader unless a test sets it.
 	// It reaches the cluster first, within ctx.
@@ -36,7 +43,10 @@ type LogOptions struct {
 // logReader is what `log` needs of the command log.
 type logReader interface {
 	ReadLog(ctx context.Context, partition coordination.TopicPartition) ([]dispatch.Entry, error)
+	ReadRange(ctx context.Context, partition coordination.TopicPartition, rng dispatch.LogRange) ([]dispatch.Entry, error)
 	FollowLog(ctx context.Context, partition coordination.TopicPartition, from int64) (*dispatch.LogStream, error)
+	OffsetAt(ctx context.Context, partition coordination.TopicPartition, t time.Time) (int64, error)
+	Bounds(ctx context.Context, partition coordination.TopicPartition) (start, end int64, err error)
 }
 
 // LogRecord is one entry of the command log as `log -o json` prints it.
@@ -65,10 +75,14 @@ type LogRecord struct {
 // LogAudit is the verdict on a role's log: who led, what became of each
 // command, and the violations Verify found.
 type LogAudit struct {
-	Role        string          `json:"role"`
-	Topic       string          `json:"topic"`
-	Partition   int             `json:"partition"`
-	Records     int             `json:"records"`
+	Role      string `json:"role"`
+	Topic     string `json:"topic"`
+	Partition int    `json:"partition"`
+	Records   int    `json:"records"`
+	// Range is the part of the partition read, absent when it was read
+	// from its start: a range that starts later is verified without the
+	// records before it (dispatch.VerifyFrom).
+	Range       *LogRange       `json:"range,omitempty"`
 	Leaderships []LogLeadership `json:"leaderships"`
 	Commands    map[string]int  `json:"commands"`
 	InDoubt     []string        `json:"in_doubt"`
@@ -76,6 +90,18 @@ type LogAudit struct {
 	Violations  []LogViolation  `json:"violations"`
 	Clean       bool            `json:"clean"`
 	Log         []LogRecord     `json:"log,omitempty"`
+}
+
+// LogRange is the part of the partition that `log --since/--until/--limit`
+// read: the offsets from From up to, not including, Until.
+type LogRange struct {
+	From  int64 `json:"from"`
+	Until int64 `json:"until"`
+	// Limited reports that --limit ended the read before Until.
+	Limited bool `json:"limited,omitempty"`
+	// MidLog reports that the part starts after the log's start, so it was
+	// verified without the records before it.
+	MidLog bool `json:"mid_log"`
 }
 
 // LogLeadership is one run of records by one member.
@@ -122,7 +148,16 @@ are case-sensitive).
 --verify prints the verdict alone. --follow prints records as they commit,
 until interrupted, and then the verdict; -o json then prints one object per
 line, -o yaml one document per record. --from, the first offset to print,
-goes with --follow only.`,
+goes with --follow only.
+
+--since and --until read a part of the partition by the time its records
+were written: an RFC 3339 time (2026-11-30T06:00:00Z) or a duration before
+now (1h, 90m), mapped to offsets by Kafka (ListOffsets by timestamp), so a
+long log is not read from its start. --limit N reads at most N records: the
+first N from --since, or without --since the last N before --until (or the
+end). A part that starts after the log's start is verified without what
+came before it: outcomes of commands issued earlier are not violations.
+--since also picks where --follow starts.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Complete(); err != nil {
@@ -139,6 +174,9 @@ goes with --follow only.`,
 	cmd.Flags().BoolVar(&o.Verify, "verify", false, "print the verdict only")
 	cmd.Flags().BoolVarP(&o.Follow, "follow", "f", false, "keep printing records as they commit, until interrupted")
 	cmd.Flags().Int64Var(&o.From, "from", 0, "with --follow, the first offset to print")
+	cmd.Flags().StringVar(&o.Since, "since", "", "read the records written at or after this time: RFC 3339, or a duration before now such as 1h")
+	cmd.Flags().StringVar(&o.Until, "until", "", "read the records written before this time: RFC 3339, or a duration before now")
+	cmd.Flags().IntVar(&o.Limit, "limit", 0, "read at most this many records (0: no limit)")
 	return cmd
 }
 
@@ -165,9 +203,87 @@ func (o *LogOptions) Validate() error {
 		return usageErrorf("--from %d: want an offset of 0 or more", o.From)
 	}
 	if o.From != 0 && !o.Follow {
-		return usageErrorf("--from %d needs --follow: without it, log reads the whole partition", o.From)
+		return usageErrorf("--from %d needs --follow: without it, log reads the whole partition or --since/--until", o.From)
+	}
+	if o.Limit < 0 {
+		return usageErrorf("--limit %d: want 0 (no limit) or more", o.Limit)
+	}
+	if o.Follow && (o.Until != "" || o.Limit != 0) {
+		return usageErrorf("--until and --limit do not go with --follow")
+	}
+	if o.Follow && o.Since != "" && o.From != 0 {
+		return usageErrorf("give --since or --from, not both")
+	}
+	now := time.Now()
+	var err error
+	if o.since, err = parseWhen(o.Since, now); err != nil {
+		return usageErrorf("--since %q: %v", o.Since, err)
+	}
+	if o.until, err = parseWhen(o.Until, now); err != nil {
+		return usageErrorf("--until %q: %v", o.Until, err)
+	}
+	if !o.since.IsZero() && !o.until.IsZero() && !o.since.Before(o.until) {
+		return usageErrorf("--since %s is not before --until %s", o.Since, o.Until)
 	}
 	return nil
+}
+
+// parseWhen reads a time given as RFC 3339 or as a duration before now; ""
+// is the zero time.
+func parseWhen(v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil {
+		if d <= 0 {
+			return time.Time{}, fmt.Errorf("want a duration above 0, the time before now")
+		}
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("want an RFC 3339 time such as 2026-11-30T06:00:00Z, or a duration such as 1h")
+	}
+	return t, nil
+}
+
+// ranged reports whether the flags ask for a part of the partition.
+func (o *LogOptions) ranged() bool { return o.Since != "" || o.Until != "" || o.Limit != 0 }
+
+// readRange reads the part of the partition the flags name.
+func (o *LogOptions) readRange(ctx context.Context, reader logReader, tp coordination.TopicPartition) ([]dispatch.Entry, *LogRange, error) {
+	start, end, err := reader.Bounds(ctx, tp)
+	if err != nil {
+		return nil, nil, err
+	}
+	rng := dispatch.LogRange{From: start, Until: end, Limit: o.Limit}
+	if !o.since.IsZero() {
+		if rng.From, err = reader.OffsetAt(ctx, tp, o.since); err != nil {
+			return nil, nil, err
+		}
+	}
+	if !o.until.IsZero() {
+		if rng.Until, err = reader.OffsetAt(ctx, tp, o.until); err != nil {
+			return nil, nil, err
+		}
+	}
+	if o.since.IsZero() && o.Limit > 0 {
+		// The last records before --until: offsets, so control records
+		// make it at most Limit.
+		rng.From = max(rng.Until-int64(o.Limit), start)
+	}
+	entries, err := reader.ReadRange(ctx, tp, rng)
+	if err != nil {
+		return nil, nil, err
+	}
+	info := &LogRange{From: rng.From, Until: rng.Until}
+	if o.Limit > 0 && len(entries) == o.Limit {
+		info.Limited = true
+		info.Until = entries[len(entries)-1].Offset + 1
+	}
+	// A part from the log's start is audited as the whole log is.
+	info.MidLog = rng.From > start
+	return entries, info, nil
 }
 
 func openKafkaLogReader(ctx context.Context, o *LogOptions) (logReader, error) {
@@ -212,8 +328,17 @@ func (o *LogOptions) Run(ctx context.Context) error {
 	}
 	rctx, cancel := context.WithTimeout(ctx, o.Cluster.Timeout)
 	defer cancel()
-	fmt.Fprintf(o.Err, "reading %s-%d\n", tp.Topic, tp.Partition)
-	entries, err := reader.ReadLog(rctx, tp)
+	var entries []dispatch.Entry
+	var rng *LogRange
+	if o.ranged() {
+		entries, rng, err = o.readRange(rctx, reader, tp)
+		if rng != nil {
+			fmt.Fprintf(o.Err, "read %s-%d from offset %d to %d\n", tp.Topic, tp.Partition, rng.From, rng.Until)
+		}
+	} else {
+		fmt.Fprintf(o.Err, "reading %s-%d\n", tp.Topic, tp.Partition)
+		entries, err = reader.ReadLog(rctx, tp)
+	}
 	if err != nil {
 		return unavailable(rctx, err)
 	}
@@ -223,6 +348,10 @@ func (o *LogOptions) Run(ctx context.Context) error {
 		}
 	}
 	audit := buildAudit(o.Cluster.Config.Role, tp, entries)
+	if rng != nil {
+		audit = buildRangeAudit(o.Cluster.Config.Role, tp, entries, rng.MidLog)
+		audit.Range = rng
+	}
 	if o.Output.Structured() {
 		if !o.Verify {
 			audit.Log = records(entries)
@@ -268,6 +397,15 @@ func (o *LogOptions) checkRole(ctx context.Context) error {
 
 // follow prints records as they commit, until ctx ends, then the verdict.
 func (o *LogOptions) follow(ctx context.Context, reader logReader, tp coordination.TopicPartition) error {
+	if !o.since.IsZero() {
+		octx, cancel := context.WithTimeout(ctx, o.Cluster.Timeout)
+		from, err := reader.OffsetAt(octx, tp, o.since)
+		cancel()
+		if err != nil {
+			return unavailable(octx, err)
+		}
+		o.From = from
+	}
 	fmt.Fprintf(o.Err, "following %s-%d from offset %d; interrupt to stop\n", tp.Topic, tp.Partition, o.From)
 	stream, err := reader.FollowLog(ctx, tp, o.From)
 	if err != nil {
@@ -293,7 +431,8 @@ func (o *LogOptions) follow(ctx context.Context, reader logReader, tp coordinati
 	if err := stream.Err(); err != nil && ctx.Err() == nil {
 		return withCode(ExitUnavailable, fmt.Errorf("the stream of %s-%d was lost: %w", tp.Topic, tp.Partition, err))
 	}
-	audit := buildAudit(o.Cluster.Config.Role, tp, entries)
+	// Records before --from are not read: a start mid-log is verified so.
+	audit := buildRangeAudit(o.Cluster.Config.Role, tp, entries, o.From > 0)
 	if o.Output.Structured() {
 		if err := emit(audit); err != nil {
 			return err
@@ -315,6 +454,12 @@ func auditResult(a LogAudit) error {
 // buildAudit replays and verifies the entries of one role's partition. It is
 // a pure function of its arguments.
 func buildAudit(role string, tp coordination.TopicPartition, entries []dispatch.Entry) LogAudit {
+	return buildRangeAudit(role, tp, entries, false)
+}
+
+// buildRangeAudit is buildAudit of entries that start mid-log when midLog
+// is set: they are verified with dispatch.VerifyFrom.
+func buildRangeAudit(role string, tp coordination.TopicPartition, entries []dispatch.Entry, midLog bool) LogAudit {
 	a := LogAudit{Role: role, Topic: tp.Topic, Partition: tp.Partition, Records: len(entries),
 		Leaderships: []LogLeadership{}, Commands: map[string]int{}, InDoubt: []string{}, Pending: []string{}, Violations: []LogViolation{}}
 	h := dispatch.Replay(entries)
@@ -344,7 +489,11 @@ func buildAudit(role string, tp coordination.TopicPartition, entries []dispatch.
 			a.Pending = append(a.Pending, c.ID)
 		}
 	}
-	for _, v := range dispatch.Verify(entries) {
+	verify := dispatch.Verify
+	if midLog {
+		verify = dispatch.VerifyFrom
+	}
+	for _, v := range verify(entries) {
 		if v.Role != role {
 			continue
 		}

@@ -291,3 +291,35 @@ func (f fakeLog) ReadLog(context.Context, coordination.TopicPartition) ([]dispat
 func (f fakeLog) FollowLog(context.Context, coordination.TopicPartition, int64) (*dispatch.LogStream, error) {
 	return nil, fmt.Errorf("not followed")
 }
+
+// ReadRange serves the entries within rng, as a Kafka partition whose
+// offsets are the entries' would.
+func (f fakeLog) ReadRange(_ context.Context, _ coordination.TopicPartition, rng dispatch.LogRange) ([]dispatch.Entry, error) {
+	var out []dispatch.Entry
+	for _, e := range f {
+		if e.Offset >= rng.From && e.Offset < rng.Until && (rng.Limit <= 0 || len(out) < rng.Limit) {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// OffsetAt returns the offset of the first entry written at or after t, or
+// the end.
+func (f fakeLog) OffsetAt(_ context.Context, _ coordination.TopicPartition, t time.Time) (int64, error) {
+	for _, e := range f {
+		if !e.At.Before(t) {
+			return e.Offset, nil
+		}
+	}
+	_, end, _ := f.Bounds(context.Background(), coordination.TopicPartition{})
+	return end, nil
+}
+
+// Bounds returns the first entry's offset and one past the last's.
+func (f fakeLog) Bounds(context.Context, coordination.TopicPartition) (int64, int64, error) {
+	if len(f) == 0 {
+		return 0, 0, nil
+	}
+	return f[0].Offset, f[len(f)-1].Offset + 1, nil
+}

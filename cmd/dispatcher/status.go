@@ -62,6 +62,12 @@ type StatusResult struct {
 	CoordinatorToken string            `json:"coordinator_token,omitempty"`
 	Authority        string            `json:"authority"`
 	Roster           []StatusMember    `json:"roster"`
+	// HolderState is what the holder's HTTP API (GET /v1/leadership) says
+	// it does: "recovering" while it holds the lease and reads the role's
+	// log, taking no command yet; "leading" once it takes commands;
+	// "draining" while it stops. Absent when the configuration's members
+	// list does not name the holder, or its API did not answer.
+	HolderState string `json:"holder_state,omitempty"`
 	// Devices is the holder's last health check of each device, from its
 	// HTTP API (GET /v1/leadership); absent when the configuration's members
 	// list does not name the holder, or its API did not answer.
@@ -175,7 +181,7 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 	if hc := o.apiClient(); hc != nil {
 		defer hc.CloseIdleConnections()
 		o.probeMembers(ctx, hc, res.Roster)
-		res.Devices = o.holderDevices(ctx, hc, res.Holder)
+		res.HolderState, res.Devices = o.holderView(ctx, hc, res.Holder)
 	}
 	if o.Output.Structured() {
 		err = o.Output.Write(o.Out, res)
@@ -245,6 +251,9 @@ func writeStatusTable(o *StatusOptions, r StatusResult) error {
 		lease = (time.Duration(r.LeaseRemainingMS) * time.Millisecond).String() + " left"
 	}
 	fmt.Fprintf(o.Out, "role:         %s\n", r.Role)
+	if r.HolderState != "" {
+		holder += " (" + r.HolderState + ")"
+	}
 	fmt.Fprintf(o.Out, "holder:       %s\n", holder)
 	fmt.Fprintf(o.Out, "lease:        %s\n", lease)
 	term := ""
@@ -334,19 +343,19 @@ func (o *StatusOptions) probeMembers(ctx context.Context, hc *http.Client, roste
 	wg.Wait()
 }
 
-// holderDevices asks the holder's API for its last health check of each
-// device. It needs no secret of its own: it sends $DISPATCHER_TOKEN, or the
+// holderView asks the holder's API for its state (recovering or leading)
+// and its last health check of each device. It needs no secret of its own: it sends $DISPATCHER_TOKEN, or the
 // file's token when that resolves, for a member that protects its reads,
 // and reports nothing when the holder does not answer.
-func (o *StatusOptions) holderDevices(ctx context.Context, hc *http.Client, holder string) []StatusDevice {
+func (o *StatusOptions) holderView(ctx context.Context, hc *http.Client, holder string) (string, []StatusDevice) {
 	c := o.Cluster.Config
 	base, ok := c.Members[holder]
 	if holder == "" || !ok {
-		return nil
+		return "", nil
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/v1/leadership", nil)
 	if err != nil {
-		return nil
+		return "", nil
 	}
 	token := os.Getenv(EnvToken)
 	if token == "" {
@@ -357,19 +366,25 @@ func (o *StatusOptions) holderDevices(ctx context.Context, hc *http.Client, hold
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil
+		return "", nil
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil
+		return "", nil
 	}
 	var view struct {
+		Member  string         `json:"member"`
+		State   string         `json:"state"`
 		Devices []StatusDevice `json:"devices"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&view); err != nil {
-		return nil
+		return "", nil
 	}
-	return view.Devices
+	if view.Member != holder {
+		// The members list points elsewhere: its state is not the holder's.
+		return "", view.Devices
+	}
+	return view.State, view.Devices
 }
 
 // livez returns APILive when base answers GET /livez with 200.

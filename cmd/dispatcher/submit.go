@@ -214,7 +214,8 @@ func (o *SubmitOptions) viaTopic(ctx context.Context) (SubmitResult, error) {
 	}
 	cmd := dispatch.Command{ID: o.ID, Role: c.Role, Device: o.Device, Action: o.Action, Payload: o.payload,
 		SubmittedAt: now, Deadline: now.Add(ttl), Attributes: o.Attributes}
-	if err := client.Submit(ctx, cmd); err != nil {
+	receipt, err := client.Send(ctx, cmd)
+	if err != nil {
 		return SubmitResult{}, unavailable(ctx, err)
 	}
 	res := SubmitResult{ID: o.ID, Role: c.Role, Via: c.Topics.Requests, State: "submitted"}
@@ -222,7 +223,9 @@ func (o *SubmitOptions) viaTopic(ctx context.Context) (SubmitResult, error) {
 		return res, nil
 	}
 	fmt.Fprintf(o.Err, "submitted %s; waiting for its outcome in %s\n", o.ID, c.Topics.Log)
-	out, err := client.Wait(ctx, c.Role, o.ID)
+	// The command's records follow its request: the wait reads from there,
+	// not the role's whole log.
+	out, err := client.Wait(ctx, c.Role, o.ID, dispatch.LookupAfter(receipt))
 	if err != nil {
 		return res, unavailable(ctx, err)
 	}

@@ -21,8 +21,22 @@
 //	POST /v1/commands/{id}/resolve   settle a command in doubt (bearer token)
 //	GET  /livez                      200 while the process runs
 //	GET  /readyz                     200 while the member takes part in the role
-//	GET  /leaderz                    200 on the leader only, 503 elsewhere
+//	GET  /leaderz                    200 on the leader once it takes commands, 503 elsewhere
 //	GET  /metrics                    Prometheus exposition
+//
+// Taking the lease is not being ready to lead: a new leader first reads the
+// role's log (recovery) and takes no command until it has. Every answer that
+// tells the leadership names the member's state ([MemberState]): standby,
+// recovering (it holds the lease and reads the log), leading (it holds the
+// lease and takes commands) or draining (it is stopping and takes nothing
+// new). /leaderz, the probe a load balancer uses to pick where commands go,
+// answers 200 only in the leading state, and its body starts with the state
+// in every answer ("leading: term 4096 token 7:3", "recovering: holds the
+// lease, term 4096; reading the role's log, takes no command yet",
+// "standby: node-1 leads"). /readyz answers 503 while the member recovers,
+// with the state in its body, and 200 on a standby that reads the role's
+// state: a standby takes part by standing by. The status page and
+// GET /v1/leadership ("state") show the same state.
 //
 // A submission is answered 200 with the command's state once it settled, or
 // 202 while it is pending; a second submission of the same command under the
@@ -76,18 +90,42 @@ type Backend interface {
 	Resolve(ctx context.Context, id string, action dispatch.ResolveAction) (CommandState, error)
 
 	// Ready reports whether the member takes part in the role: it leads
-	// and finished reading the role's log, or it stands by and its last
+	// and finished reading the role's log (Leadership's State is
+	// StateLeading), or it stands by and its last
 	// read of the role's state succeeded; and, when the member is so
 	// configured, every device's last health check passed.
 	Ready() error
 }
 
+// MemberState is what a member does for its role: whether it stands by,
+// holds the lease and recovers, or leads and takes commands.
+type MemberState string
+
+// The states of a member.
+const (
+	// StateStandby: the member does not hold the role.
+	StateStandby MemberState = "standby"
+	// StateRecovering: the member holds the lease and reads the role's log;
+	// it takes no command yet.
+	StateRecovering MemberState = "recovering"
+	// StateLeading: the member holds the lease, recovered, and takes
+	// commands. Only this state answers /leaderz with 200.
+	StateLeading MemberState = "leading"
+	// StateDraining: the member still holds the lease but is stopping; it
+	// takes no new command and lets the ones it took finish.
+	StateDraining MemberState = "draining"
+)
+
 // Leadership is a member's view of its role.
 type Leadership struct {
 	Role   string `json:"role"`
 	Member string `json:"member"`
-	// Leader reports whether this member holds the role now.
+	// Leader reports whether this member holds the role now: it holds the
+	// lease, whatever its State.
 	Leader bool `json:"leader"`
+	// State tells whether the member stands by, recovers, takes commands or
+	// drains. A Leader that is not StateLeading takes no command.
+	State MemberState `json:"state"`
 	// Holder is the member the lease names, if any; HolderURL its API.
 	Holder    string `json:"holder,omitempty"`
 	HolderURL string `json:"holder_url,omitempty"`

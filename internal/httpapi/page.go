@@ -20,6 +20,26 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 		return t.UnixMilli()
 	},
 	"clock": func(t time.Time) string { return t.UTC().Format("15:04:05.000") },
+	"badge": func(l Leadership) string {
+		switch {
+		case l.Leader && l.State == StateLeading:
+			return "leader"
+		case l.Leader:
+			return string(l.State)
+		}
+		return "standby"
+	},
+	// stateText tells a leader that takes commands from one that holds
+	// the lease and cannot take them yet.
+	"stateText": func(l Leadership) string {
+		switch {
+		case l.Leader && l.State == StateLeading:
+			return "leader"
+		case l.Leader:
+			return "leader, " + string(l.State)
+		}
+		return "standby"
+	},
 }).Parse(pageSource))
 
 // PageRecentLimit is the number of commands the status page shows.

@@ -236,21 +236,32 @@ func (s *server) resolve(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
+// readyz answers 200 while the member takes part in the role, and 503 with
+// the member's state and the reason otherwise.
 func (s *server) readyz(w http.ResponseWriter, _ *http.Request) {
 	if err := s.backend.Ready(); err != nil {
-		writeText(w, http.StatusServiceUnavailable, "not ready: "+err.Error())
+		writeText(w, http.StatusServiceUnavailable, "not ready: "+string(s.backend.Leadership().State)+": "+err.Error())
 		return
 	}
 	writeText(w, http.StatusOK, "ok")
 }
 
+// leaderz answers 200 only on a leader that takes commands: a member that
+// holds the lease while it recovers or drains would refuse them.
 func (s *server) leaderz(w http.ResponseWriter, _ *http.Request) {
 	l := s.backend.Leadership()
-	if !l.Leader {
-		writeText(w, http.StatusServiceUnavailable, "standby: "+dashIfEmpty(l.Holder)+" leads")
-		return
+	switch {
+	case l.Leader && l.State == StateLeading:
+		writeText(w, http.StatusOK, string(StateLeading)+": term "+l.Term.String()+" token "+l.Token)
+	case l.Leader && l.State == StateRecovering:
+		writeText(w, http.StatusServiceUnavailable, string(StateRecovering)+": holds the lease, term "+l.Term.String()+"; reading the role's log, takes no command yet")
+	case l.Leader && l.State == StateDraining:
+		writeText(w, http.StatusServiceUnavailable, string(StateDraining)+": holds the lease, term "+l.Term.String()+"; stopping, takes no new command")
+	case l.Leader:
+		writeText(w, http.StatusServiceUnavailable, "holds the lease, term "+l.Term.String()+", in state "+strconv.Quote(string(l.State))+"; takes no command")
+	default:
+		writeText(w, http.StatusServiceUnavailable, string(StateStandby)+": "+dashIfEmpty(l.Holder)+" leads")
 	}
-	writeText(w, http.StatusOK, "leader: term "+l.Term.String()+" token "+l.Token)
 }
 
 // fail answers a backend error with its status.

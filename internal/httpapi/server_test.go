@@ -31,8 +31,9 @@ func newFakeBackend(leader bool) *fakeBackend {
 	l := Leadership{Role: "controller", Member: "node-1", Leader: leader, Holder: "node-1", Term: 4096, Token: "7:3",
 		LeaseDeadline: &deadline, LeaseRemainingMS: 4000,
 		Roster: []RosterMember{{Member: "node-1", Rank: 0, Holder: true}, {Member: "node-2", Rank: 0}, {Member: "node-3", Rank: 1}}}
+	l.State = StateLeading
 	if !leader {
-		l.Member, l.Holder, l.HolderURL = "node-2", "node-1", "http://127.0.0.1:9/"
+		l.Member, l.Holder, l.HolderURL, l.State = "node-2", "node-1", "http://127.0.0.1:9/", StateStandby
 	}
 	return &fakeBackend{leadership: l, commands: map[string]CommandState{}}
 }
@@ -256,7 +257,7 @@ func TestHealthEndpointsReflectLeadership(t *testing.T) {
 			t.Errorf("%s: %d, want %d", c.path, rec.Code, c.want)
 		}
 	}
-	if rec := do(t, leader, "GET", "/leaderz", "", ""); !strings.Contains(rec.Body.String(), "leader: term 4096 token 7:3") {
+	if rec := do(t, leader, "GET", "/leaderz", "", ""); !strings.Contains(rec.Body.String(), "leading: term 4096 token 7:3") {
 		t.Errorf("leaderz: %s", rec.Body)
 	}
 	standbyBackend.ready = errors.New("cluster unreachable")

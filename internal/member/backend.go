@@ -28,6 +28,7 @@ func (m *Member) Leadership() httpapi.Leadership {
 		ObservedAt: m.stateAt,
 		Roster:     []httpapi.RosterMember{},
 		Devices:    []httpapi.DeviceHealth{},
+		State:      m.stateLocked(),
 	}
 	for _, h := range m.cfg.Registry.Health() {
 		d := httpapi.DeviceHealth{Device: h.Device, Reachable: h.Err == nil, CheckedAt: h.CheckedAt}
@@ -68,6 +69,20 @@ func (m *Member) Leadership() httpapi.Leadership {
 		})
 	}
 	return view
+}
+
+// stateLocked tells what the member does for its role. The caller holds
+// m.mu.
+func (m *Member) stateLocked() httpapi.MemberState {
+	switch {
+	case m.leadership == nil:
+		return httpapi.StateStandby
+	case m.draining:
+		return httpapi.StateDraining
+	case m.dispatcher == nil || !m.dispatcher.Recovered():
+		return httpapi.StateRecovering
+	}
+	return httpapi.StateLeading
 }
 
 // notLeader builds the error of a leader-only request on this member. The

@@ -14,8 +14,23 @@ type logFollower interface {
 	FollowLog(ctx context.Context, partition coordination.TopicPartition, from int64) (*dispatch.LogStream, error)
 }
 
+// logBounds is the optional ability of a log reader to tell where the
+// partition starts and ends.
+type logBounds interface {
+	Bounds(ctx context.Context, partition coordination.TopicPartition) (start, end int64, err error)
+}
+
+// recentLookback is how many records before the end of the partition the
+// member starts following from: enough for DefaultRecentCommands commands
+// (an Issued record, an outcome and a share of an intake record each) of
+// the role and of the roles that share its partition, and few enough that
+// the start does not grow with the log's history.
+const recentLookback = 16 * DefaultRecentCommands
+
 // followLog streams the role's partition of the command log into the
 // member's recent commands until ctx ends, resuming after a lost stream.
+// It starts recentLookback records before the end of the partition when
+// the reader tells where that is, and at the partition's start otherwise.
 func (m *Member) followLog(ctx context.Context, f logFollower) {
 	p, err := coordination.RolePartition(m.cfg.Role, m.cfg.LogPartitions)
 	if err != nil {
@@ -24,6 +39,11 @@ func (m *Member) followLog(ctx context.Context, f logFollower) {
 	}
 	tp := coordination.TopicPartition{Topic: m.cfg.LogTopic, Partition: p}
 	next := int64(0)
+	if b, ok := f.(logBounds); ok {
+		if start, end, err := b.Bounds(ctx, tp); err == nil {
+			next = max(end-recentLookback, start)
+		}
+	}
 	for ctx.Err() == nil {
 		stream, err := f.FollowLog(ctx, tp, next)
 		if err == nil {

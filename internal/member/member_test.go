@@ -162,7 +162,11 @@ func TestLeadRedirectHandOver(t *testing.T) {
 	if got := a.m.Recent(10); len(got) != 1 || got[0].ID != "c1" {
 		t.Errorf("recent %+v", got)
 	}
-	if l := a.m.Leadership(); !l.Leader || l.Token == "" || l.Term != elected.Term || l.LeaseRemainingMS <= 0 {
+	if l := b.m.Leadership(); l.State != httpapi.StateStandby {
+		t.Errorf("standby state %q", l.State)
+	}
+	// The leader's submission settled, so its dispatcher recovered.
+	if l := a.m.Leadership(); !l.Leader || l.State != httpapi.StateLeading || l.Token == "" || l.Term != elected.Term || l.LeaseRemainingMS <= 0 {
 		t.Errorf("leader view %+v, want term %s", l, elected.Term)
 	}
 	if auth, ok := a.m.Leading(); !ok || auth.Term != elected.Term {

@@ -1,0 +1,104 @@
+package history
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Markdown writes the section "Cost against history": a table with a
+// column per size and a row per figure, each figure beside its ratio to
+// the first column (the empty log, when the sizes start at 0).
+func Markdown(w io.Writer, rows []Row, c Config, took time.Duration) error {
+	var b strings.Builder
+	b.WriteString("## Cost against history\n\n")
+	fmt.Fprintf(&b, "Measured on %s in %s. For each column the role's partition of the command log held that many settled\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), took.Round(time.Second))
+	b.WriteString("commands of the role, and as many of another role sharing the partition, written by real dispatchers fed\n")
+	b.WriteString("through the requests topic (a device that does nothing). Then a `dispatcher run` process, configured by YAML,\n")
+	b.WriteString("starts as the role's first member, a second one stands by, and the figures are taken on the real cluster.\n")
+	b.WriteString("*Cold start* runs from the process's start until `/leaderz` answers 200 (the leader recovered and takes\n")
+	b.WriteString("commands), and until a command posted to its HTTP API with `?wait` comes back succeeded (published to the\n")
+	b.WriteString("MQTT device, QoS 1); *failover* the same from SIGKILL of the leader to the standby, against the bound of\n")
+	b.WriteString("taking the lease (lease + rank x stagger + one poll), which the log's reading comes on top of.\n")
+	b.WriteString("`submit --wait` and `status` are whole processes, as an operator runs them; *Client.Status* is the library\n")
+	b.WriteString("lookup of a fresh command, with the hint of its submission time and with none (the lookup window, 7 days).\n")
+	fmt.Fprintf(&b, "Medians of %d samples. Each cell is the figure and, in brackets, its ratio to the first column.\n\n", c.Samples)
+
+	b.WriteString("| Figure |")
+	for _, r := range rows {
+		fmt.Fprintf(&b, " %s commands |", count(r.Size))
+	}
+	b.WriteString("\n|---|")
+	for range rows {
+		b.WriteString("---:|")
+	}
+	b.WriteString("\n")
+	withRatio := func(withRatio bool) func(string, func(Row) float64, func(float64) string) {
+		return func(name string, value func(Row) float64, format func(float64) string) {
+			fmt.Fprintf(&b, "| %s |", name)
+			base := 0.0
+			if len(rows) > 0 {
+				base = value(rows[0])
+			}
+			for _, r := range rows {
+				v := value(r)
+				if withRatio {
+					fmt.Fprintf(&b, " %s (%s) |", format(v), ratio(v, base))
+				} else {
+					fmt.Fprintf(&b, " %s |", format(v))
+				}
+			}
+			b.WriteString("\n")
+		}
+	}
+	line, bare := withRatio(true), withRatio(false)
+	ms := func(d func(Row) time.Duration) func(Row) float64 {
+		return func(r Row) float64 { return float64(d(r)) / float64(time.Millisecond) }
+	}
+	msText := func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) + " ms" }
+	mib := func(v float64) string { return strconv.FormatFloat(v/(1<<20), 'f', 1, 64) + " MiB" }
+	plain := func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }
+	line("Records in the partition", func(r Row) float64 { return float64(r.LogRecords) }, plain)
+	line("Cold start to `/leaderz` 200", ms(func(r Row) time.Duration { return r.LeaderzReady }), msText)
+	line("Cold start to the first command carried out", ms(func(r Row) time.Duration { return r.ColdStart }), msText)
+	line("RSS at ready", func(r Row) float64 { return float64(r.RSSReady) }, mib)
+	line("Failover after SIGKILL, to `/leaderz` 200", ms(func(r Row) time.Duration { return r.FailoverLeaderz }), msText)
+	line("Failover after SIGKILL, to a command carried out", ms(func(r Row) time.Duration { return r.Failover }), msText)
+	line("Failover bound", ms(func(r Row) time.Duration { return r.FailoverBound }), msText)
+	bare("Failover past its bound (a difference: no ratio)", ms(func(r Row) time.Duration { return r.Failover - r.FailoverBound }), msText)
+	line("`submit --wait`", ms(func(r Row) time.Duration { return r.SubmitWait }), msText)
+	line("`status`", ms(func(r Row) time.Duration { return r.StatusCLI }), msText)
+	line("Client.Status, hinted", ms(func(r Row) time.Duration { return r.StatusHinted }), msText)
+	line("Records it read", func(r Row) float64 { return float64(r.StatusHintedRecords) }, plain)
+	line("Client.Status, lookup window", ms(func(r Row) time.Duration { return r.StatusWindow }), msText)
+	line("Records it read", func(r Row) float64 { return float64(r.StatusWindowRecords) }, plain)
+	if len(rows) > 0 && rows[0].Further > 0 {
+		line(fmt.Sprintf("RSS of the new leader after %s further commands", count(rows[0].Further)), func(r Row) float64 { return float64(r.RSSAfter) }, mib)
+	}
+	line("Time to fill", ms(func(r Row) time.Duration { return r.Fill }), msText)
+	b.WriteString("\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// ratio writes v/base, or "-" when base is zero.
+func ratio(v, base float64) string {
+	if base == 0 {
+		if v == 0 {
+			return "1.00"
+		}
+		return "-"
+	}
+	return strconv.FormatFloat(v/base, 'f', 2, 64)
+}
+
+// count writes n with thousands separators.
+func count(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
