@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Measures the performance claims and rewrites docs/PERFORMANCE.md and the
-# plots in docs/img/ (test/bench/measure/cmd/benchreport).
+# plots in docs/img/ (test/bench/ceiling/cmd/benchreport).
 #
 #   scripts/bench.sh                          every section, about ten minutes
 #   scripts/bench.sh -quick                   every section, fewer trials
@@ -43,5 +43,5 @@ done
 bin=$root/.run/bench
 mkdir -p "$bin"
 # The tools live in the module of their own under test/bench.
-(cd test/bench && go build -o "$bin/holder" ./measure/cmd/holder && go build -o "$bin/benchreport" ./measure/cmd/benchreport)
+(cd test/bench && go build -o "$bin/holder" ./ceiling/cmd/holder && go build -o "$bin/benchreport" ./ceiling/cmd/benchreport)
 "$bin/benchreport" -holder-bin "$bin/holder" -out docs/PERFORMANCE.md -img docs/img "$@"

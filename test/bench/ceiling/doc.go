@@ -1,4 +1,4 @@
-// Package measure turns the project's performance claims into numbers: it
+// Package ceiling turns the project's performance claims into numbers: it
 // measures a figure and, in the same run, the ceiling or bound that the
 // figure is judged against, so every result is a ratio that holds on the
 // machine that produced it.
@@ -11,4 +11,4 @@
 //
 // Every measurement talks to services on 127.0.0.1 whose addresses the
 // caller passes in; nothing here starts a service.
-package measure
+package ceiling

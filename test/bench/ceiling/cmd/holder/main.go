@@ -11,7 +11,7 @@
 // transport operations it counted so far. After a leadership ends without a
 // resignation (a fence), it competes for the role again.
 //
-// The events are measure.HolderEvent values.
+// The events are ceiling.HolderEvent values.
 package main
 
 import (
@@ -28,7 +28,7 @@ import (
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
-	"github.com/krabka-io/krabka-dispatch/test/bench/measure"
+	"github.com/krabka-io/krabka-dispatch/test/bench/ceiling"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -48,7 +48,7 @@ type emitter struct {
 	enc *json.Encoder
 }
 
-func (e *emitter) emit(ev measure.HolderEvent) {
+func (e *emitter) emit(ev ceiling.HolderEvent) {
 	ev.At = time.Now().UnixNano()
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -124,9 +124,9 @@ func run() error {
 		case <-usr1:
 			ops := counted.snapshot()
 			for name, n := range requests.snapshot() {
-				ops[measure.RequestPrefix+name] = n
+				ops[ceiling.RequestPrefix+name] = n
 			}
-			out.emit(measure.HolderEvent{Ev: measure.EventOps, Member: *member, Ops: ops})
+			out.emit(ceiling.HolderEvent{Ev: ceiling.EventOps, Member: *member, Ops: ops})
 		case <-finished:
 			return nil
 		}
@@ -160,7 +160,7 @@ func (h *holding) hold(ctx context.Context, role coordination.Role, slots chan s
 		<-slots
 		if err != nil {
 			if ctx.Err() == nil {
-				h.out.emit(measure.HolderEvent{Ev: measure.EventLost, Role: role.String(), Member: h.member.String(), Err: err.Error()})
+				h.out.emit(ceiling.HolderEvent{Ev: ceiling.EventLost, Role: role.String(), Member: h.member.String(), Err: err.Error()})
 				select {
 				case <-time.After(time.Second):
 				case <-ctx.Done():
@@ -169,17 +169,17 @@ func (h *holding) hold(ctx context.Context, role coordination.Role, slots chan s
 			continue
 		}
 		lease := l.Lease()
-		h.out.emit(measure.HolderEvent{Ev: measure.EventAcquired, Role: role.String(), Member: h.member.String(), Token: l.Token().String(), Deadline: lease.Deadline})
+		h.out.emit(ceiling.HolderEvent{Ev: ceiling.EventAcquired, Role: role.String(), Member: h.member.String(), Token: l.Token().String(), Deadline: lease.Deadline})
 		h.count(+1)
 		select {
 		case <-l.Done():
 			h.count(-1)
-			h.out.emit(measure.HolderEvent{Ev: measure.EventLost, Role: role.String(), Member: h.member.String(), Err: fmt.Sprint(l.Err())})
+			h.out.emit(ceiling.HolderEvent{Ev: ceiling.EventLost, Role: role.String(), Member: h.member.String(), Err: fmt.Sprint(l.Err())})
 		case <-ctx.Done():
 			rctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
 			err := l.Resign(rctx)
 			cancel()
-			ev := measure.HolderEvent{Ev: measure.EventResigned, Role: role.String(), Member: h.member.String()}
+			ev := ceiling.HolderEvent{Ev: ceiling.EventResigned, Role: role.String(), Member: h.member.String()}
 			if err != nil {
 				ev.Err = err.Error()
 			}
@@ -197,6 +197,6 @@ func (h *holding) count(delta int) {
 	h.held += delta
 	if !h.ready && h.held == h.want {
 		h.ready = true
-		h.out.emit(measure.HolderEvent{Ev: measure.EventReady, Member: h.member.String()})
+		h.out.emit(ceiling.HolderEvent{Ev: ceiling.EventReady, Member: h.member.String()})
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
-	"github.com/krabka-io/krabka-dispatch/test/bench/measure"
+	"github.com/krabka-io/krabka-dispatch/test/bench/ceiling"
 )
 
 // Targets of issue "Measured": the figures the report judges.
@@ -22,17 +22,17 @@ const (
 
 // report collects the results of one run and writes them.
 type report struct {
-	machine measure.Machine
+	machine ceiling.Machine
 	opts    options
 	started time.Time
 	failed  []string
 
-	crash    []measure.FailoverTrial
-	handover []measure.FailoverTrial
+	crash    []ceiling.FailoverTrial
+	handover []ceiling.FailoverTrial
 	e2e      []e2ePoint
 	mqtt     *mqttResult
 	mem      *memResult
-	roles    []measure.RolesResult
+	roles    []ceiling.RolesResult
 }
 
 func (r *report) write() error {
@@ -96,14 +96,14 @@ func (r *report) writeSummary(w func(string, ...any)) {
 	w("## Summary\n\n| Figure | Target | Measured | Met |\n|---|---|---|---|\n")
 	for _, p := range r.e2e {
 		if p.batch == targetE2EBatch {
-			ratio := measure.Ratio(p.dispatch.Rate, p.raw.Rate)
+			ratio := ceiling.Ratio(p.dispatch.Rate, p.raw.Rate)
 			w("| End-to-end commands/s at a batch of %d, share of raw transactional produce of the same records | >= %.1f | %.2f (%.2f of Issued-only) | %s |\n",
-				p.batch, targetE2ERatio, ratio, measure.Ratio(p.dispatch.Rate, p.rawIssued.Rate), yes(ratio >= targetE2ERatio))
+				p.batch, targetE2ERatio, ratio, ceiling.Ratio(p.dispatch.Rate, p.rawIssued.Rate), yes(ratio >= targetE2ERatio))
 		}
 	}
 	if len(r.handover) > 0 {
-		s := measure.Summarize(measured(r.handover), 0)
-		w("| Graceful handover p99 (%d trials) | < %s | %s ms | %s |\n", len(r.handover), targetHandoverP99, measure.Millis(s.P99), yes(s.P99 < targetHandoverP99))
+		s := ceiling.Summarize(measured(r.handover), 0)
+		w("| Graceful handover p99 (%d trials) | < %s | %s ms | %s |\n", len(r.handover), targetHandoverP99, ceiling.Millis(s.P99), yes(s.P99 < targetHandoverP99))
 	}
 	if len(r.crash) > 0 {
 		worst := worstExcess(r.crash)
@@ -122,7 +122,7 @@ func yes(ok bool) string {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-func measured(trials []measure.FailoverTrial) []time.Duration {
+func measured(trials []ceiling.FailoverTrial) []time.Duration {
 	out := make([]time.Duration, len(trials))
 	for i, t := range trials {
 		out[i] = t.Measured
@@ -130,7 +130,7 @@ func measured(trials []measure.FailoverTrial) []time.Duration {
 	return out
 }
 
-func worstExcess(trials []measure.FailoverTrial) time.Duration {
+func worstExcess(trials []ceiling.FailoverTrial) time.Duration {
 	worst := trials[0].Excess()
 	for _, t := range trials {
 		worst = max(worst, t.Excess())
@@ -155,11 +155,11 @@ func (r *report) writeE2E(w func(string, ...any)) error {
 	w("| Batch | Dispatch cmd/s | Ceiling cmd/s | Ratio | Issued-only cmd/s | Ratio to Issued-only | Dispatch p50 / p99 / p999 ms | Issued-only p50 / p99 / p999 ms | Samples | Dispatcher transactions per round |\n|---:|---:|---:|---:|---:|---:|---|---|---:|---:|\n")
 	var disp, raw, rawIssued, ratio, dp50, rp50, dp99, rp99, xs []float64
 	for _, p := range r.e2e {
-		rt := measure.Ratio(p.dispatch.Rate, p.raw.Rate)
+		rt := ceiling.Ratio(p.dispatch.Rate, p.raw.Rate)
 		w("| %d | %.0f | %.0f | %.2f | %.0f | %.2f | %s / %s / %s | %s / %s / %s | %d | %.1f |\n", p.batch, p.dispatch.Rate, p.raw.Rate, rt,
-			p.rawIssued.Rate, measure.Ratio(p.dispatch.Rate, p.rawIssued.Rate),
-			measure.Millis(p.dispatch.P50), measure.Millis(p.dispatch.P99), measure.Millis(p.dispatch.P999),
-			measure.Millis(p.rawIssued.P50), measure.Millis(p.rawIssued.P99), measure.Millis(p.rawIssued.P999), p.dispatch.Count, p.txnsPerRound)
+			p.rawIssued.Rate, ceiling.Ratio(p.dispatch.Rate, p.rawIssued.Rate),
+			ceiling.Millis(p.dispatch.P50), ceiling.Millis(p.dispatch.P99), ceiling.Millis(p.dispatch.P999),
+			ceiling.Millis(p.rawIssued.P50), ceiling.Millis(p.rawIssued.P99), ceiling.Millis(p.rawIssued.P999), p.dispatch.Count, p.txnsPerRound)
 		disp, raw, rawIssued, ratio = append(disp, p.dispatch.Rate), append(raw, p.raw.Rate), append(rawIssued, p.rawIssued.Rate), append(ratio, rt)
 		dp50, rp50 = append(dp50, ms(p.dispatch.P50)), append(rp50, ms(p.rawIssued.P50))
 		dp99, rp99 = append(dp99, ms(p.dispatch.P99)), append(rp99, ms(p.rawIssued.P99))
@@ -169,11 +169,11 @@ func (r *report) writeE2E(w func(string, ...any)) error {
 	for _, p := range r.e2e {
 		for _, x := range []struct {
 			name string
-			s    measure.Summary
+			s    ceiling.Summary
 		}{{"the dispatcher", p.dispatch}, {"the ceiling", p.raw}, {"Issued-only", p.rawIssued}} {
 			if x.s.P50 > 0 && x.s.Max > 20*x.s.P50 {
 				w("At a batch of %d, %s stalled: its slowest round took %s ms against a p50 of %s ms, and the rates of that\n",
-					p.batch, x.name, measure.Millis(x.s.Max), measure.Millis(x.s.P50))
+					p.batch, x.name, ceiling.Millis(x.s.Max), ceiling.Millis(x.s.P50))
 				w("point are lower for it. The machine and the cluster are shared (test suites that kill and restart brokers\n")
 				w("may run at the same time); rerun `make bench` on a quiet machine to separate the two.\n\n")
 			}
@@ -183,16 +183,16 @@ func (r *report) writeE2E(w func(string, ...any)) error {
 		if p.batch != targetE2EBatch {
 			continue
 		}
-		rt := measure.Ratio(p.dispatch.Rate, p.raw.Rate)
+		rt := ceiling.Ratio(p.dispatch.Rate, p.raw.Rate)
 		if rt >= targetE2ERatio {
 			w("At a batch of %d the dispatcher reaches %.2f of the ceiling (target %.1f), %.2f of the Issued-only rate.\n\n",
-				p.batch, rt, targetE2ERatio, measure.Ratio(p.dispatch.Rate, p.rawIssued.Rate))
+				p.batch, rt, targetE2ERatio, ceiling.Ratio(p.dispatch.Rate, p.rawIssued.Rate))
 		} else {
 			w("**Target missed:** at a batch of %d the dispatcher reaches %.2f of the ceiling, %.2f short of %.1f. Writing the\n",
 				p.batch, rt, targetE2ERatio-rt, targetE2ERatio)
 			w("same records as the ceiling, a round of the dispatcher waits for more commits: it wrote %.1f transactions\n", p.txnsPerRound)
 			w("per round where the ceiling writes one, and its p50 is %.1f times the Issued-only p50. Group commit starts a\n",
-				measure.Ratio(float64(p.dispatch.P50), float64(p.rawIssued.P50)))
+				ceiling.Ratio(float64(p.dispatch.P50), float64(p.rawIssued.P50)))
 			w("transaction as soon as anything is queued and does not linger. When a round's last command has been driven,\n")
 			w("its outcomes are queued and their transaction starts at once; the next round's commands arrive while it is in\n")
 			w("flight and wait for it, then commit in a transaction of their own. So each closed-loop round pays two serial\n")
@@ -205,21 +205,21 @@ func (r *report) writeE2E(w func(string, ...any)) error {
 		}
 	}
 	file, link := r.opts.imgPath("e2e-throughput.png")
-	if err := measure.LinePlot(file, "Commands per second by batch size", "batch size", "commands/s", xs,
-		[]measure.Series{{Name: "dispatcher (no-op device)", Values: disp}, {Name: "ceiling: Issued + Outcome", Values: raw}, {Name: "Issued only", Values: rawIssued}}, true, true); err != nil {
+	if err := ceiling.LinePlot(file, "Commands per second by batch size", "batch size", "commands/s", xs,
+		[]ceiling.Series{{Name: "dispatcher (no-op device)", Values: disp}, {Name: "ceiling: Issued + Outcome", Values: raw}, {Name: "Issued only", Values: rawIssued}}, true, true); err != nil {
 		return err
 	}
 	w("![End-to-end throughput](%s)\n\n", link)
 	file, link = r.opts.imgPath("e2e-latency.png")
-	if err := measure.LinePlot(file, "Latency by batch size", "batch size", "ms", xs,
-		[]measure.Series{{Name: "dispatcher p50", Values: dp50}, {Name: "dispatcher p99", Values: dp99},
+	if err := ceiling.LinePlot(file, "Latency by batch size", "batch size", "ms", xs,
+		[]ceiling.Series{{Name: "dispatcher p50", Values: dp50}, {Name: "dispatcher p99", Values: dp99},
 			{Name: "Issued-only p50", Values: rp50}, {Name: "Issued-only p99", Values: rp99}}, true, true); err != nil {
 		return err
 	}
 	w("![End-to-end latency](%s)\n\n", link)
 	file, link = r.opts.imgPath("e2e-ratio.png")
-	if err := measure.LinePlot(file, "Dispatcher throughput as a share of the ceiling", "batch size", "dispatch / raw", xs,
-		[]measure.Series{{Name: "ratio", Values: ratio}, {Name: "target at batch 100", Values: constant(len(xs), targetE2ERatio)}}, true, false); err != nil {
+	if err := ceiling.LinePlot(file, "Dispatcher throughput as a share of the ceiling", "batch size", "dispatch / raw", xs,
+		[]ceiling.Series{{Name: "ratio", Values: ratio}, {Name: "target at batch 100", Values: constant(len(xs), targetE2ERatio)}}, true, false); err != nil {
 		return err
 	}
 	w("![End-to-end ratio](%s)\n\n", link)
@@ -238,8 +238,8 @@ func (r *report) writeMQTT(w func(string, ...any)) error {
 	w("row runs the whole path with the MQTT device, batches of %d submitted at once as in the end-to-end test; its\n", m.fullBatch)
 	w("latency includes the commit of the batch and the wait behind the commands ahead of it in the device lane.\n\n")
 	w("| Path | msgs/s | Share of raw | p50 ms | p99 ms | p999 ms |\n|---|---:|---:|---:|---:|---:|\n")
-	row := func(name string, s measure.Summary) {
-		w("| %s | %.0f | %.2f | %s | %s | %s |\n", name, s.Rate, measure.Ratio(s.Rate, m.raw.Rate), measure.Millis(s.P50), measure.Millis(s.P99), measure.Millis(s.P999))
+	row := func(name string, s ceiling.Summary) {
+		w("| %s | %.0f | %.2f | %s | %s | %s |\n", name, s.Rate, ceiling.Ratio(s.Rate, m.raw.Rate), ceiling.Millis(s.P50), ceiling.Millis(s.P99), ceiling.Millis(s.P999))
 	}
 	row("raw paho publish", m.raw)
 	if m.device.Count > 0 {
@@ -250,8 +250,8 @@ func (r *report) writeMQTT(w func(string, ...any)) error {
 	}
 	w("\n")
 	file, link := r.opts.imgPath("mqtt.png")
-	if err := measure.BarPlot(file, "MQTT dispatch against raw publish", "messages/s", []string{"raw publish", "devices/mqtt", "dispatcher + mqtt"},
-		[]measure.Series{{Name: "messages/s", Values: []float64{m.raw.Rate, m.device.Rate, m.full.Rate}}}); err != nil {
+	if err := ceiling.BarPlot(file, "MQTT dispatch against raw publish", "messages/s", []string{"raw publish", "devices/mqtt", "dispatcher + mqtt"},
+		[]ceiling.Series{{Name: "messages/s", Values: []float64{m.raw.Rate, m.device.Rate, m.full.Rate}}}); err != nil {
 		return err
 	}
 	w("![MQTT](%s)\n\n", link)
@@ -271,7 +271,7 @@ func (r *report) writeFailover(w func(string, ...any)) error {
 	w("from the kill to the deadline of the last lease the dead leader committed, plus the successor's rank times the\n")
 	w("stagger, plus one poll interval (one read of the coordination partition). The target is never past the bound by\n")
 	w("more than %s; the slack pays for InitProducerId and the first lease write.\n\n", targetFailoverSlack)
-	s := measure.Summarize(measured(r.crash), 0)
+	s := ceiling.Summarize(measured(r.crash), 0)
 	worst := worstExcess(r.crash)
 	within := 0
 	for _, tr := range r.crash {
@@ -280,7 +280,7 @@ func (r *report) writeFailover(w func(string, ...any)) error {
 		}
 	}
 	w("%d trials: failover p50 %s ms, p99 %s ms, max %s ms; time past the bound: worst %+.0f ms; %d of %d trials within bound + %s.\n\n",
-		len(r.crash), measure.Millis(s.P50), measure.Millis(s.P99), measure.Millis(s.Max), ms(worst), within, len(r.crash), targetFailoverSlack)
+		len(r.crash), ceiling.Millis(s.P50), ceiling.Millis(s.P99), ceiling.Millis(s.Max), ms(worst), within, len(r.crash), targetFailoverSlack)
 	if worst > targetFailoverSlack {
 		w("**Target missed** by %.0f ms in the worst trial. ", ms(worst-targetFailoverSlack))
 		w("A standby that reads the lease only once per poll interval and a broker that is busy with the other two\n")
@@ -293,14 +293,14 @@ func (r *report) writeFailover(w func(string, ...any)) error {
 	var xs, meas, bound []float64
 	for i, tr := range r.crash {
 		w("| %d | %s | %s | %d | %.0f | %.0f | %.2f | %+.0f |\n", i+1, tr.From, tr.To, tr.Rank, ms(tr.Measured), ms(tr.Bound),
-			measure.Ratio(float64(tr.Measured), float64(tr.Bound)), ms(tr.Excess()))
+			ceiling.Ratio(float64(tr.Measured), float64(tr.Bound)), ms(tr.Excess()))
 		xs = append(xs, float64(i+1))
 		meas, bound = append(meas, ms(tr.Measured)), append(bound, ms(tr.Bound))
 	}
 	w("\n")
 	file, link := r.opts.imgPath("failover.png")
-	if err := measure.LinePlot(file, "Crash failover: measured against bound", "trial", "ms", xs,
-		[]measure.Series{{Name: "measured", Values: meas}, {Name: "bound", Values: bound}}, false, false); err != nil {
+	if err := ceiling.LinePlot(file, "Crash failover: measured against bound", "trial", "ms", xs,
+		[]ceiling.Series{{Name: "measured", Values: meas}, {Name: "bound", Values: bound}}, false, false); err != nil {
 		return err
 	}
 	w("![Crash failover](%s)\n\n", link)
@@ -316,17 +316,17 @@ func (r *report) writeHandover(w func(string, ...any)) error {
 	w("tombstone) and exits, and times the instant a successor returns from `AcquireLeadership`. The standbys long-poll the\n")
 	w("coordination partition (`KafkaTransport.WaitPartition`), so they see the tombstone without waiting out a poll\n")
 	w("interval. Target: p99 below %s.\n\n", targetHandoverP99)
-	s := measure.Summarize(measured(r.handover), 0)
+	s := ceiling.Summarize(measured(r.handover), 0)
 	var resigned []time.Duration
 	for _, t := range r.handover {
 		if t.Resigned > 0 {
 			resigned = append(resigned, t.Resigned)
 		}
 	}
-	rs := measure.Summarize(resigned, 0)
+	rs := ceiling.Summarize(resigned, 0)
 	w("| Trials | p50 ms | p99 ms | max ms | p99 / target | Resign returned, p50 ms | Trials where a second standby also took the role |\n|---:|---:|---:|---:|---:|---:|---:|\n")
-	w("| %d | %s | %s | %s | %.2f | %s | %d |\n\n", len(r.handover), measure.Millis(s.P50), measure.Millis(s.P99), measure.Millis(s.Max),
-		measure.Ratio(float64(s.P99), float64(targetHandoverP99)), measure.Millis(rs.P50), churned(r.handover))
+	w("| %d | %s | %s | %s | %.2f | %s | %d |\n\n", len(r.handover), ceiling.Millis(s.P50), ceiling.Millis(s.P99), ceiling.Millis(s.Max),
+		ceiling.Ratio(float64(s.P99), float64(targetHandoverP99)), ceiling.Millis(rs.P50), churned(r.handover))
 	if n := churned(r.handover); n > 0 {
 		w("In %d of %d handovers a second standby also acquired the role right after the first (a newer epoch, which\n", n, len(r.handover))
 		w("fences the first). After a resignation the lease is a tombstone, so the succession rules anchor each standby's\n")
@@ -347,8 +347,8 @@ func (r *report) writeHandover(w func(string, ...any)) error {
 		ys = append(ys, ms(d))
 	}
 	file, link := r.opts.imgPath("handover.png")
-	if err := measure.LinePlot(file, "Graceful handover (sorted trials)", "fraction of trials", "ms", xs,
-		[]measure.Series{{Name: "handover", Values: ys}, {Name: "target", Values: constant(len(xs), ms(targetHandoverP99))}}, false, false); err != nil {
+	if err := ceiling.LinePlot(file, "Graceful handover (sorted trials)", "fraction of trials", "ms", xs,
+		[]ceiling.Series{{Name: "handover", Values: ys}, {Name: "target", Values: constant(len(xs), ms(targetHandoverP99))}}, false, false); err != nil {
 		return err
 	}
 	w("![Graceful handover](%s)\n\n", link)
@@ -356,7 +356,7 @@ func (r *report) writeHandover(w func(string, ...any)) error {
 }
 
 // churned counts the trials in which more than one standby acquired the role.
-func churned(trials []measure.FailoverTrial) int {
+func churned(trials []ceiling.FailoverTrial) int {
 	n := 0
 	for _, t := range trials {
 		if t.Extra > 0 {
@@ -384,7 +384,7 @@ func (r *report) writeMemory(w func(string, ...any)) {
 	w("issued and waits in the device's lane. The figure is the live heap after a collection, before and after, divided by\n")
 	w("the count; the floor it is compared with is the size of the command's encoded Issued record (key and value).\n\n")
 	w("| Pending commands | Heap per command, bytes | Issued record, bytes | Ratio |\n|---:|---:|---:|---:|\n")
-	w("| %d | %.0f | %d | %.1f |\n\n", m.n, m.perCommand, m.recordBytes, measure.Ratio(m.perCommand, float64(m.recordBytes)))
+	w("| %d | %.0f | %d | %.1f |\n\n", m.n, m.perCommand, m.recordBytes, ceiling.Ratio(m.perCommand, float64(m.recordBytes)))
 }
 
 func (r *report) writeRoles(w func(string, ...any)) error {
@@ -402,7 +402,7 @@ func (r *report) writeRoles(w func(string, ...any)) error {
 	for _, x := range r.roles {
 		floor := float64(x.Roles) / coordination.DefaultRenewInterval.Seconds()
 		w("| %d | %.1f | %.3f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", x.Roles, x.Acquire.Seconds(), x.CPU, float64(x.RSS)/(1<<20),
-			x.RequestsPerSec, x.SegmentsPerSec, floor, measure.Ratio(x.RequestsPerSec, floor))
+			x.RequestsPerSec, x.SegmentsPerSec, floor, ceiling.Ratio(x.RequestsPerSec, floor))
 		xs = append(xs, float64(x.Roles))
 		cpu, rss, req = append(cpu, x.CPU*1000), append(rss, float64(x.RSS)/(1<<20)), append(req, x.RequestsPerSec)
 	}
@@ -415,8 +415,8 @@ func (r *report) writeRoles(w func(string, ...any)) error {
 	sort.Strings(kinds)
 	w("With %d roles, by request and operation: %s.\n\n", last.Roles, strings.Join(kinds, ", "))
 	file, link := r.opts.imgPath("roles.png")
-	if err := measure.LinePlot(file, "One process holding N roles", "roles", "value", xs,
-		[]measure.Series{{Name: "CPU (millicores)", Values: cpu}, {Name: "RSS (MiB)", Values: rss}, {Name: "requests/s", Values: req}}, true, true); err != nil {
+	if err := ceiling.LinePlot(file, "One process holding N roles", "roles", "value", xs,
+		[]ceiling.Series{{Name: "CPU (millicores)", Values: cpu}, {Name: "RSS (MiB)", Values: rss}, {Name: "requests/s", Values: req}}, true, true); err != nil {
 		return err
 	}
 	w("![Roles](%s)\n\n", link)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
-	"github.com/krabka-io/krabka-dispatch/test/bench/measure"
+	"github.com/krabka-io/krabka-dispatch/test/bench/ceiling"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -51,7 +51,7 @@ func (c *countingTransport) WaitPartition(ctx context.Context, partition coordin
 
 func (c *countingTransport) add(op string) {
 	c.mu.Lock()
-	c.counts[measure.OpPrefix+op]++
+	c.counts[ceiling.OpPrefix+op]++
 	c.mu.Unlock()
 }
 

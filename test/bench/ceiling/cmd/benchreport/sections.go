@@ -12,7 +12,7 @@ import (
 	"github.com/krabka-io/krabka-dispatch/devices/fence"
 	"github.com/krabka-io/krabka-dispatch/devices/mqtt"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
-	"github.com/krabka-io/krabka-dispatch/test/bench/measure"
+	"github.com/krabka-io/krabka-dispatch/test/bench/ceiling"
 )
 
 // failover runs the crash (SIGKILL) or the graceful (SIGTERM) trials.
@@ -26,7 +26,7 @@ func failover(ctx context.Context, o options, reader coordination.StateReader, p
 		trials = o.handoverTrials
 	}
 	t := o.failoverTimings
-	res, err := measure.RunFailover(ctx, measure.Failover{
+	res, err := ceiling.RunFailover(ctx, ceiling.Failover{
 		HolderBin: o.holderBin, Brokers: o.brokers, Role: prefix + "-" + kind,
 		Members: 3, Trials: trials, Graceful: graceful,
 		Lease: t.lease, Renew: t.renew, Stagger: t.stagger, Poll: t.poll,
@@ -47,13 +47,13 @@ func failover(ctx context.Context, o options, reader coordination.StateReader, p
 type e2ePoint struct {
 	batch int
 	// dispatch is the dispatcher.
-	dispatch measure.Summary
+	dispatch ceiling.Summary
 	// raw is the ceiling: per command, its Issued and its Outcome record,
 	// a batch per transaction, as the dispatcher writes them.
-	raw measure.Summary
+	raw ceiling.Summary
 	// rawIssued is the Issued records alone: the durability floor that
 	// comes before any dispatch.
-	rawIssued measure.Summary
+	rawIssued ceiling.Summary
 	// txnsPerRound is the mean number of transactions the dispatcher
 	// wrote per round (Issued and Outcome records together).
 	txnsPerRound float64
@@ -72,7 +72,7 @@ func endToEnd(ctx context.Context, o options, prefix string, newTopic func(strin
 		member, _ := coordination.NewMemberID("bench")
 		token, _ := coordination.NewFencingToken(1, 0)
 		issued := func(i int) ([]byte, []byte) {
-			cmd := measure.BenchCommand(role, "raw", i, now)
+			cmd := ceiling.BenchCommand(role, "raw", i, now)
 			key, value, err := dispatch.EncodeEntry(dispatch.Entry{
 				Kind: dispatch.EntryIssued, Role: role, Token: token, Member: member.String(), At: now,
 				Issued: &dispatch.Issued{Command: cmd},
@@ -92,7 +92,7 @@ func endToEnd(ctx context.Context, o options, prefix string, newTopic func(strin
 			}
 			return key, value
 		}
-		raw, err := measure.MeasureTxnProduce(ctx, measure.TxnProduce{
+		raw, err := ceiling.MeasureTxnProduce(ctx, ceiling.TxnProduce{
 			Brokers: o.brokers, Topic: rawTopic, TransactionalID: role + "-raw",
 			Batch: batch, Duration: o.point, RecordsPerCommand: 2,
 			Record: func(r int) ([]byte, []byte) {
@@ -105,7 +105,7 @@ func endToEnd(ctx context.Context, o options, prefix string, newTopic func(strin
 		if err != nil {
 			return fmt.Errorf("raw produce, batch %d: %w", batch, err)
 		}
-		rawIssued, err := measure.MeasureTxnProduce(ctx, measure.TxnProduce{
+		rawIssued, err := ceiling.MeasureTxnProduce(ctx, ceiling.TxnProduce{
 			Brokers: o.brokers, Topic: rawTopic, TransactionalID: role + "-raw-issued",
 			Batch: batch, Duration: o.point, Record: issued,
 		})
@@ -120,7 +120,7 @@ func endToEnd(ctx context.Context, o options, prefix string, newTopic func(strin
 		if err != nil {
 			return err
 		}
-		d, err := measure.StartDispatcher(ctx, measure.DispatcherSetup{
+		d, err := ceiling.StartDispatcher(ctx, ceiling.DispatcherSetup{
 			Brokers: o.brokers, Role: role, LogTopic: logTopic, RequestsTopic: reqTopic,
 			Options: []dispatch.Option{
 				dispatch.WithMaxBatchRecords(max(dispatch.DefaultMaxBatchRecords, 2*batch)),
@@ -130,14 +130,14 @@ func endToEnd(ctx context.Context, o options, prefix string, newTopic func(strin
 		if err != nil {
 			return fmt.Errorf("dispatcher, batch %d: %w", batch, err)
 		}
-		disp, txns, err := measure.MeasureSubmit(ctx, d, batch, o.point, "e2e")
+		disp, txns, err := ceiling.MeasureSubmit(ctx, d, batch, o.point, "e2e")
 		d.Close()
 		if err != nil {
 			return fmt.Errorf("dispatch, batch %d: %w", batch, err)
 		}
 		logf("batch %d: dispatch %.0f/s p50 %s p99 %s; raw %.0f/s p50 %s p99 %s; ratio %.2f", batch,
-			disp.Rate, measure.Millis(disp.P50), measure.Millis(disp.P99),
-			raw.Rate, measure.Millis(raw.P50), measure.Millis(raw.P99), measure.Ratio(disp.Rate, raw.Rate))
+			disp.Rate, ceiling.Millis(disp.P50), ceiling.Millis(disp.P99),
+			raw.Rate, ceiling.Millis(raw.P50), ceiling.Millis(raw.P99), ceiling.Ratio(disp.Rate, raw.Rate))
 		rep.e2e = append(rep.e2e, e2ePoint{batch: batch, dispatch: disp, raw: raw, rawIssued: rawIssued, txnsPerRound: txns})
 	}
 	return nil
@@ -145,7 +145,7 @@ func endToEnd(ctx context.Context, o options, prefix string, newTopic func(strin
 
 // mqttResult is the MQTT comparison.
 type mqttResult struct {
-	raw, device, full measure.Summary
+	raw, device, full ceiling.Summary
 	fullBatch         int
 	envelopeBytes     int
 }
@@ -158,7 +158,7 @@ func mqttSection(ctx context.Context, o options, prefix string, newTopic func(st
 	}
 	token, _ := coordination.NewFencingToken(1, 0)
 	now := time.Now()
-	sample := measure.BenchCommand(prefix, "mqtt", 0, now)
+	sample := ceiling.BenchCommand(prefix, "mqtt", 0, now)
 	env, err := mqtt.EncodeEnvelope(mqtt.Envelope{ID: sample.ID, Role: sample.Role, Device: sample.Device, Action: sample.Action,
 		Payload: sample.Payload, Token: token, Deadline: sample.Deadline, SubmittedAt: sample.SubmittedAt})
 	if err != nil {
@@ -166,7 +166,7 @@ func mqttSection(ctx context.Context, o options, prefix string, newTopic func(st
 	}
 	res := &mqttResult{fullBatch: 100, envelopeBytes: len(env)}
 	rep.mqtt = res
-	res.raw, err = measure.MeasureRawPublish(measure.RawPublish{
+	res.raw, err = ceiling.MeasureRawPublish(ceiling.RawPublish{
 		URL: o.mqttURL, Topic: prefix + "/raw", QoS: 1, Duration: o.point,
 		Payload: func(int) []byte { return env },
 	})
@@ -192,7 +192,7 @@ func mqttSection(ctx context.Context, o options, prefix string, newTopic func(st
 	var samples []time.Duration
 	start := time.Now()
 	for i := 0; time.Since(start) < o.point; i++ {
-		cmd := measure.BenchCommand(prefix, "mqtt-dev", i, time.Now())
+		cmd := ceiling.BenchCommand(prefix, "mqtt-dev", i, time.Now())
 		began := time.Now()
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		_, err := dev.Dispatch(dctx, cmd, token)
@@ -202,7 +202,7 @@ func mqttSection(ctx context.Context, o options, prefix string, newTopic func(st
 		}
 		samples = append(samples, time.Since(began))
 	}
-	res.device = measure.Summarize(samples, time.Since(start))
+	res.device = ceiling.Summarize(samples, time.Since(start))
 
 	logTopic, err := newTopic("mqtt-log")
 	if err != nil {
@@ -212,19 +212,19 @@ func mqttSection(ctx context.Context, o options, prefix string, newTopic func(st
 	if err != nil {
 		return err
 	}
-	d, err := measure.StartDispatcher(ctx, measure.DispatcherSetup{
+	d, err := ceiling.StartDispatcher(ctx, ceiling.DispatcherSetup{
 		Brokers: o.brokers, Role: prefix + "-mqtt", LogTopic: logTopic, RequestsTopic: reqTopic, Device: dev,
 	})
 	if err != nil {
 		return err
 	}
-	res.full, _, err = measure.MeasureSubmit(ctx, d, res.fullBatch, o.point, "mqtt-full")
+	res.full, _, err = ceiling.MeasureSubmit(ctx, d, res.fullBatch, o.point, "mqtt-full")
 	d.Close()
 	if err != nil {
 		return fmt.Errorf("dispatch through MQTT: %w", err)
 	}
-	logf("mqtt: raw %.0f/s p50 %s; device %.0f/s p50 %s; dispatcher %.0f/s", res.raw.Rate, measure.Millis(res.raw.P50),
-		res.device.Rate, measure.Millis(res.device.P50), res.full.Rate)
+	logf("mqtt: raw %.0f/s p50 %s; device %.0f/s p50 %s; dispatcher %.0f/s", res.raw.Rate, ceiling.Millis(res.raw.P50),
+		res.device.Rate, ceiling.Millis(res.device.P50), res.full.Rate)
 	return nil
 }
 
@@ -245,8 +245,8 @@ func memory(ctx context.Context, o options, prefix string, newTopic func(string)
 	if err != nil {
 		return err
 	}
-	block := measure.NewBlockingDevice()
-	d, err := measure.StartDispatcher(ctx, measure.DispatcherSetup{
+	block := ceiling.NewBlockingDevice()
+	d, err := ceiling.StartDispatcher(ctx, ceiling.DispatcherSetup{
 		Brokers: o.brokers, Role: prefix + "-mem", LogTopic: logTopic, RequestsTopic: reqTopic,
 		Device: block, Intake: true,
 		Options: []dispatch.Option{dispatch.WithMaxQueued(max(dispatch.DefaultMaxQueued, 2*o.pending))},
@@ -262,12 +262,12 @@ func memory(ctx context.Context, o options, prefix string, newTopic func(string)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	per, err := measure.PendingMemory(ctx, d, block, o.brokers, reqTopic, o.pending)
+	per, err := ceiling.PendingMemory(ctx, d, block, o.brokers, reqTopic, o.pending)
 	if err != nil {
 		return err
 	}
 	token, _ := coordination.NewFencingToken(1, 0)
-	cmd := measure.BenchCommand(d.Role, "mem", 0, time.Now())
+	cmd := ceiling.BenchCommand(d.Role, "mem", 0, time.Now())
 	key, value, err := dispatch.EncodeEntry(dispatch.Entry{Kind: dispatch.EntryIssued, Role: d.Role, Token: token, Member: "bench", At: time.Now(),
 		Issued: &dispatch.Issued{Command: cmd}})
 	if err != nil {
@@ -282,7 +282,7 @@ func memory(ctx context.Context, o options, prefix string, newTopic func(string)
 // default lease timings.
 func rolesSection(ctx context.Context, o options, prefix string, rep *report) error {
 	for _, n := range o.roles {
-		res, err := measure.MeasureRoles(ctx, measure.Roles{
+		res, err := ceiling.MeasureRoles(ctx, ceiling.Roles{
 			HolderBin: o.holderBin, Brokers: o.brokers, RolePrefix: prefix + "-roles", Window: o.rolesWindow,
 			Lease: coordination.DefaultLeaseDuration, Renew: coordination.DefaultRenewInterval,
 			Stagger: coordination.DefaultChallengeStagger, Poll: coordination.DefaultPollInterval,

@@ -35,7 +35,7 @@ import (
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
-	"github.com/krabka-io/krabka-dispatch/test/bench/measure"
+	"github.com/krabka-io/krabka-dispatch/test/bench/ceiling"
 )
 
 func main() {
@@ -125,13 +125,13 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	rep := &report{machine: measure.ReadMachine(), opts: o, started: time.Now()}
+	rep := &report{machine: ceiling.ReadMachine(), opts: o, started: time.Now()}
 	prefix := fmt.Sprintf("bench-%d", time.Now().Unix())
 	var topics []string
 	defer func() {
 		if len(topics) > 0 {
 			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			_ = measure.DeleteTopics(dctx, o.brokers, topics...)
+			_ = ceiling.DeleteTopics(dctx, o.brokers, topics...)
 			cancel()
 		}
 	}()
@@ -139,7 +139,7 @@ func run() error {
 		name = prefix + "-" + name
 		tctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
-		if err := measure.CreateTopic(tctx, o.brokers, measure.TopicSpec{Name: name, Partitions: 1, Replication: 3, MinInsyncReplicas: 2}); err != nil {
+		if err := ceiling.CreateTopic(tctx, o.brokers, ceiling.TopicSpec{Name: name, Partitions: 1, Replication: 3, MinInsyncReplicas: 2}); err != nil {
 			return "", err
 		}
 		topics = append(topics, name)

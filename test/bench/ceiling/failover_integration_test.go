@@ -1,6 +1,6 @@
 //go:build integration
 
-package measure
+package ceiling
 
 import (
 	"context"
