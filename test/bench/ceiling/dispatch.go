@@ -18,6 +18,10 @@ import (
 // BenchDevice is the device name the dispatcher measurements register.
 const BenchDevice = "bench"
 
+// BenchLease is the lease of every measured dispatcher's role, and so the
+// transaction timeout of its producer and of the raw ceiling's.
+const BenchLease = 10 * time.Second
+
 // Dispatcher is a leader with a running dispatch.Dispatcher, set up for a
 // measurement on one fresh role whose log and requests topics have one
 // partition each.
@@ -59,7 +63,7 @@ type DispatcherSetup struct {
 // StartDispatcher takes the role and runs a dispatcher for it. Close stops
 // it.
 func StartDispatcher(ctx context.Context, s DispatcherSetup) (*Dispatcher, error) {
-	lease, err := coordination.NewLeaseConfig(10*time.Second, 3*time.Second, time.Second)
+	lease, err := coordination.NewLeaseConfig(BenchLease, 3*time.Second, time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -221,14 +225,24 @@ func BenchCommand(role, prefix string, i int, now time.Time) dispatch.Command {
 // It also returns the mean number of transactions the dispatcher wrote per
 // round, outcomes included.
 func MeasureSubmit(ctx context.Context, d *Dispatcher, batch int, duration time.Duration, prefix string) (Summary, float64, error) {
+	samples, elapsed, perRound, err := measureSubmit(ctx, d, batch, duration, prefix, 0)
+	if err != nil {
+		return Summary{}, 0, err
+	}
+	return Summarize(samples, elapsed), perRound, nil
+}
+
+// measureSubmit is MeasureSubmit that returns the samples and numbers its
+// commands from first.
+func measureSubmit(ctx context.Context, d *Dispatcher, batch int, duration time.Duration, prefix string, first int) ([]time.Duration, time.Duration, float64, error) {
 	if batch < 1 {
-		return Summary{}, 0, errors.New("measure: batch below 1")
+		return nil, 0, 0, errors.New("ceiling: batch below 1")
 	}
 	txns0, rounds := d.Transactions(), 0
 	var samples []time.Duration
 	var wg sync.WaitGroup
 	errs := make(chan error, 1)
-	n := 0
+	n := first
 	start := time.Now()
 	for time.Since(start) < duration {
 		rounds++
@@ -257,9 +271,9 @@ func MeasureSubmit(ctx context.Context, d *Dispatcher, batch int, duration time.
 				wg.Wait()
 				select {
 				case serr := <-errs:
-					return Summary{}, 0, fmt.Errorf("%w (submit: %w)", err, serr)
+					return nil, 0, 0, fmt.Errorf("%w (submit: %w)", err, serr)
 				default:
-					return Summary{}, 0, err
+					return nil, 0, 0, err
 				}
 			}
 			samples = append(samples, at.Sub(began))
@@ -271,10 +285,10 @@ func MeasureSubmit(ctx context.Context, d *Dispatcher, batch int, duration time.
 	wg.Wait()
 	select {
 	case err := <-errs:
-		return Summary{}, 0, fmt.Errorf("submit: %w", err)
+		return nil, 0, 0, fmt.Errorf("submit: %w", err)
 	default:
 	}
-	return Summarize(samples, elapsed), perRound, nil
+	return samples, elapsed, perRound, nil
 }
 
 // PendingMemory measures the heap that the dispatcher holds per pending

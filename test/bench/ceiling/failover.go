@@ -88,7 +88,7 @@ func (t FailoverTrial) Excess() time.Duration { return t.Measured - t.Bound }
 // stops every process before it returns.
 func RunFailover(ctx context.Context, cfg Failover) ([]FailoverTrial, error) {
 	if cfg.Members < 2 || cfg.Trials < 1 || cfg.HolderBin == "" || cfg.Reader == nil {
-		return nil, errors.New("measure: Failover needs Members >= 2, Trials >= 1, HolderBin and Reader")
+		return nil, errors.New("ceiling: Failover needs Members >= 2, Trials >= 1, HolderBin and Reader")
 	}
 	role, err := coordination.NewRole(cfg.Role)
 	if err != nil {
@@ -350,7 +350,7 @@ counting:
 // successor's first lease is not after the dead leader's last one, because
 // the successor began its challenge before the kill, in the churn of the
 // trial before. Such a trial is dropped and another one runs.
-var errNoBound = errors.New("measure: no bound for this trial")
+var errNoBound = errors.New("ceiling: no bound for this trial")
 
 // lastLease finds, in the log, the deadline of the last lease that the dead
 // leader committed and the successor's rank in the roster as it stood when

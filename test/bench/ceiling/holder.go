@@ -145,7 +145,7 @@ func (h *Holder) Last(kind string) (HolderEvent, bool) {
 
 // ErrHolderExited reports that a holder process exited while an event was
 // awaited.
-var ErrHolderExited = errors.New("measure: holder process exited")
+var ErrHolderExited = errors.New("ceiling: holder process exited")
 
 // Next returns the next event for which match reports true, dropping the
 // others. It fails when ctx ends or the process exits first.

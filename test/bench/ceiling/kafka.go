@@ -2,7 +2,6 @@ package ceiling
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -78,92 +77,4 @@ func DeleteTopics(ctx context.Context, brokers []string, topics ...string) error
 		return err
 	}
 	return resp.Error()
-}
-
-// TxnProduce describes a run of raw transactional produce: the ceiling that
-// the dispatcher's group commit is judged against.
-type TxnProduce struct {
-	// Brokers are the bootstrap addresses.
-	Brokers []string
-
-	// Topic and Partition receive the records; a role's log is one
-	// partition, so the ceiling writes one partition too.
-	Topic     string
-	Partition int32
-
-	// TransactionalID names the producer; use a fresh one per run.
-	TransactionalID string
-
-	// Batch is the number of commands per transaction.
-	Batch int
-
-	// RecordsPerCommand is the number of records each command writes; zero
-	// means one. A dispatcher writes two for a command: Issued and Outcome.
-	RecordsPerCommand int
-
-	// Duration is how long batches are started; the last one completes.
-	Duration time.Duration
-
-	// Record builds the key and value of the i-th record; record i belongs
-	// to command i / RecordsPerCommand. The run writes the same records the
-	// dispatcher writes, so the caller passes the encoder.
-	Record func(i int) (key, value []byte)
-}
-
-// MeasureTxnProduce runs transactions of Batch commands back to back for
-// Duration and returns one latency per command: from the start of its
-// transaction to the return of the commit, the instant a dispatcher could
-// drive a device.
-func MeasureTxnProduce(ctx context.Context, cfg TxnProduce) (Summary, error) {
-	if cfg.Batch < 1 || cfg.Record == nil {
-		return Summary{}, errors.New("measure: TxnProduce needs Batch >= 1 and Record")
-	}
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(cfg.Brokers...),
-		kgo.TransactionalID(cfg.TransactionalID),
-		kgo.TransactionTimeout(30*time.Second),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.DefaultProduceTopic(cfg.Topic),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(0),
-		kgo.MaxBufferedRecords(max(10_000, 2*cfg.Batch)),
-		kgo.RequestTimeoutOverhead(DefaultRequestTimeout),
-	)
-	if err != nil {
-		return Summary{}, err
-	}
-	defer cl.Close()
-	// Mint the producer id before the clock starts, as a leader does once.
-	if _, _, err := cl.ProducerID(ctx); err != nil {
-		return Summary{}, fmt.Errorf("init producer id: %w", err)
-	}
-
-	perCommand := max(1, cfg.RecordsPerCommand)
-	records := make([]*kgo.Record, cfg.Batch*perCommand)
-	var samples []time.Duration
-	n := 0
-	start := time.Now()
-	for time.Since(start) < cfg.Duration {
-		for i := range records {
-			key, value := cfg.Record(n)
-			records[i] = &kgo.Record{Partition: cfg.Partition, Key: key, Value: value}
-			n++
-		}
-		began := time.Now()
-		if err := cl.BeginTransaction(); err != nil {
-			return Summary{}, fmt.Errorf("begin transaction: %w", err)
-		}
-		if err := cl.ProduceSync(ctx, records...).FirstErr(); err != nil {
-			_ = cl.EndTransaction(ctx, kgo.TryAbort)
-			return Summary{}, fmt.Errorf("produce: %w", err)
-		}
-		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-			return Summary{}, fmt.Errorf("commit: %w", err)
-		}
-		took := time.Since(began)
-		for range cfg.Batch {
-			samples = append(samples, took)
-		}
-	}
-	return Summarize(samples, time.Since(start)), nil
 }

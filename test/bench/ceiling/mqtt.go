@@ -37,7 +37,7 @@ type RawPublish struct {
 // it (PUBACK for QoS 1).
 func MeasureRawPublish(cfg RawPublish) (Summary, error) {
 	if cfg.Payload == nil {
-		return Summary{}, errors.New("measure: RawPublish needs Payload")
+		return Summary{}, errors.New("ceiling: RawPublish needs Payload")
 	}
 	opts := mqtt.NewClientOptions().
 		AddBroker(cfg.URL).

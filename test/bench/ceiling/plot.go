@@ -34,7 +34,7 @@ const (
 // series, on a linear value axis from zero.
 func BarPlot(file, title, yLabel string, categories []string, series []Series) error {
 	if len(series) == 0 {
-		return errors.New("measure: a plot needs a series")
+		return errors.New("ceiling: a plot needs a series")
 	}
 	p := plot.New()
 	p.Title.Text = title

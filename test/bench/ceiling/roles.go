@@ -226,7 +226,7 @@ func connectionOf(line string, pid int, ports map[int]bool) bool {
 }
 
 // errNoSS reports that ss(8) is missing.
-var errNoSS = errors.New("measure: ss(8) is needed to count broker requests")
+var errNoSS = errors.New("ceiling: ss(8) is needed to count broker requests")
 
 // CheckSS reports whether ss(8) can be run.
 func CheckSS() error {

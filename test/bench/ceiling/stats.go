@@ -21,6 +21,9 @@ type Summary struct {
 	// P50, P99 and P999 are latency quantiles by the nearest-rank method;
 	// Max is the largest sample.
 	P50, P99, P999, Max time.Duration
+
+	// samples are the sorted samples, for a pooled summary of several.
+	samples []time.Duration
 }
 
 // Summarize builds the summary of a set of latency samples collected over
@@ -39,6 +42,7 @@ func Summarize(samples []time.Duration, elapsed time.Duration) Summary {
 	s.P99 = Quantile(sorted, 0.99)
 	s.P999 = Quantile(sorted, 0.999)
 	s.Max = sorted[len(sorted)-1]
+	s.samples = sorted
 	return s
 }
 

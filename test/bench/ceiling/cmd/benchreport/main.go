@@ -29,6 +29,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -53,6 +54,9 @@ type options struct {
 	out             string
 	img             string
 	point           time.Duration
+	warmup          time.Duration
+	reps            int
+	cpuProfile      string
 	batches         []int
 	failoverTrials  int
 	handoverTrials  int
@@ -77,10 +81,13 @@ func run() error {
 	flag.StringVar(&o.holderBin, "holder-bin", "", "path of the cmd/holder binary")
 	flag.StringVar(&o.out, "out", "docs/PERFORMANCE.md", "report file")
 	flag.StringVar(&o.img, "img", "docs/img", "directory of the plots")
-	flag.DurationVar(&o.point, "point", 8*time.Second, "duration of each throughput point")
+	flag.DurationVar(&o.point, "point", 3*time.Second, "window of each side in each repetition of a throughput point")
+	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "warm-up of each side before the repetitions")
+	flag.IntVar(&o.reps, "reps", 7, "alternating repetitions of each throughput point")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run here (the e2e sides carry the pprof label side=dispatcher or side=ceiling)")
 	batches := flag.String("batches", "1,10,100,1000", "batch sizes of the end-to-end comparison")
 	flag.IntVar(&o.failoverTrials, "failover-trials", 20, "crash failover trials")
-	flag.IntVar(&o.handoverTrials, "handover-trials", 20, "graceful handover trials")
+	flag.IntVar(&o.handoverTrials, "handover-trials", 50, "graceful handover trials")
 	roles := flag.String("roles", "1,10,100,1000", "role counts held by one process")
 	flag.DurationVar(&o.rolesWindow, "roles-window", 30*time.Second, "observation window of each role count")
 	flag.IntVar(&o.pending, "pending", 5000, "commands held pending for the memory figure")
@@ -105,8 +112,8 @@ func run() error {
 		return err
 	}
 	if *quick {
-		o.point = 3 * time.Second
-		o.failoverTrials, o.handoverTrials = 3, 3
+		o.point, o.warmup, o.reps = time.Second, time.Second, 5
+		o.failoverTrials, o.handoverTrials = 3, 10
 		o.rolesWindow = 5 * time.Second
 		o.pending = 1000
 	}
@@ -124,6 +131,17 @@ func run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	rep := &report{machine: ceiling.ReadMachine(), opts: o, started: time.Now()}
 	prefix := fmt.Sprintf("bench-%d", time.Now().Unix())

@@ -43,102 +43,27 @@ func failover(ctx context.Context, o options, reader coordination.StateReader, p
 	return err
 }
 
-// e2ePoint is one batch size of the end-to-end comparison.
-type e2ePoint struct {
-	batch int
-	// dispatch is the dispatcher.
-	dispatch ceiling.Summary
-	// raw is the ceiling: per command, its Issued and its Outcome record,
-	// a batch per transaction, as the dispatcher writes them.
-	raw ceiling.Summary
-	// rawIssued is the Issued records alone: the durability floor that
-	// comes before any dispatch.
-	rawIssued ceiling.Summary
-	// txnsPerRound is the mean number of transactions the dispatcher
-	// wrote per round (Issued and Outcome records together).
-	txnsPerRound float64
-}
-
-// endToEnd compares the dispatcher with raw transactional produce of the
-// same Issued records, batch by batch.
+// endToEnd compares the dispatcher with the fair ceiling, batch by batch.
 func endToEnd(ctx context.Context, o options, prefix string, newTopic func(string) (string, error), rep *report) error {
 	for _, batch := range o.batches {
-		rawTopic, err := newTopic(fmt.Sprintf("raw-b%d", batch))
-		if err != nil {
-			return err
-		}
-		role := fmt.Sprintf("%s-e2e-b%d", prefix, batch)
-		now := time.Now()
-		member, _ := coordination.NewMemberID("bench")
-		token, _ := coordination.NewFencingToken(1, 0)
-		issued := func(i int) ([]byte, []byte) {
-			cmd := ceiling.BenchCommand(role, "raw", i, now)
-			key, value, err := dispatch.EncodeEntry(dispatch.Entry{
-				Kind: dispatch.EntryIssued, Role: role, Token: token, Member: member.String(), At: now,
-				Issued: &dispatch.Issued{Command: cmd},
-			})
+		var topics [3]string
+		for i, kind := range []string{"log", "req", "raw"} {
+			name, err := newTopic(fmt.Sprintf("e2e-%s-b%d", kind, batch))
 			if err != nil {
-				panic(err) // a fixed, valid command: cannot fail
+				return err
 			}
-			return key, value
+			topics[i] = name
 		}
-		outcome := func(i int) ([]byte, []byte) {
-			key, value, err := dispatch.EncodeEntry(dispatch.Entry{
-				Kind: dispatch.EntryOutcome, Role: role, Token: token, Member: member.String(), At: now,
-				Outcome: &dispatch.Outcome{CommandID: fmt.Sprintf("raw-%08d", i), Status: dispatch.StatusSucceeded, Attempt: dispatch.FirstAttempt},
-			})
-			if err != nil {
-				panic(err)
-			}
-			return key, value
-		}
-		raw, err := ceiling.MeasureTxnProduce(ctx, ceiling.TxnProduce{
-			Brokers: o.brokers, Topic: rawTopic, TransactionalID: role + "-raw",
-			Batch: batch, Duration: o.point, RecordsPerCommand: 2,
-			Record: func(r int) ([]byte, []byte) {
-				if r%2 == 0 {
-					return issued(r / 2)
-				}
-				return outcome(r / 2)
-			},
+		res, err := ceiling.RunE2E(ctx, ceiling.E2E{
+			Brokers: o.brokers, Role: fmt.Sprintf("%s-e2e-b%d", prefix, batch),
+			LogTopic: topics[0], RequestsTopic: topics[1], RawTopic: topics[2],
+			Batch: batch, Window: o.point, Warmup: o.warmup, Reps: o.reps, Log: logf,
 		})
 		if err != nil {
-			return fmt.Errorf("raw produce, batch %d: %w", batch, err)
+			return fmt.Errorf("batch %d: %w", batch, err)
 		}
-		rawIssued, err := ceiling.MeasureTxnProduce(ctx, ceiling.TxnProduce{
-			Brokers: o.brokers, Topic: rawTopic, TransactionalID: role + "-raw-issued",
-			Batch: batch, Duration: o.point, Record: issued,
-		})
-		if err != nil {
-			return fmt.Errorf("raw produce of Issued records, batch %d: %w", batch, err)
-		}
-		logTopic, err := newTopic(fmt.Sprintf("log-b%d", batch))
-		if err != nil {
-			return err
-		}
-		reqTopic, err := newTopic(fmt.Sprintf("req-b%d", batch))
-		if err != nil {
-			return err
-		}
-		d, err := ceiling.StartDispatcher(ctx, ceiling.DispatcherSetup{
-			Brokers: o.brokers, Role: role, LogTopic: logTopic, RequestsTopic: reqTopic,
-			Options: []dispatch.Option{
-				dispatch.WithMaxBatchRecords(max(dispatch.DefaultMaxBatchRecords, 2*batch)),
-				dispatch.WithMaxQueued(max(dispatch.DefaultMaxQueued, 4*batch)),
-			},
-		})
-		if err != nil {
-			return fmt.Errorf("dispatcher, batch %d: %w", batch, err)
-		}
-		disp, txns, err := ceiling.MeasureSubmit(ctx, d, batch, o.point, "e2e")
-		d.Close()
-		if err != nil {
-			return fmt.Errorf("dispatch, batch %d: %w", batch, err)
-		}
-		logf("batch %d: dispatch %.0f/s p50 %s p99 %s; raw %.0f/s p50 %s p99 %s; ratio %.2f", batch,
-			disp.Rate, ceiling.Millis(disp.P50), ceiling.Millis(disp.P99),
-			raw.Rate, ceiling.Millis(raw.P50), ceiling.Millis(raw.P99), ceiling.Ratio(disp.Rate, raw.Rate))
-		rep.e2e = append(rep.e2e, e2ePoint{batch: batch, dispatch: disp, raw: raw, rawIssued: rawIssued, txnsPerRound: txns})
+		logf("batch %d: dispatcher %.0f/s, ceiling %.0f/s, ratio %.2f (%.2f-%.2f)", batch, res.DispatchRate, res.CeilingRate, res.Ratio, res.RatioMin, res.RatioMax)
+		rep.e2e = append(rep.e2e, res)
 	}
 	return nil
 }

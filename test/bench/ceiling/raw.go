@@ -1,0 +1,190 @@
+package ceiling
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/dispatch"
+)
+
+// DefaultPauses are the pauses after each commit that the ceiling sweeps.
+// A transactions-v2 coordinator answers CONCURRENT_TRANSACTIONS to a
+// transaction that starts while the markers of the one before are still
+// being written, and the client then backs off; a short pause may avoid
+// that. The dispatcher's own commit linger plays the same part.
+var DefaultPauses = []time.Duration{0, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond}
+
+// ProducerOptions returns the franz-go options that a
+// coordination.KafkaTransport gives the producer of a role (see
+// coordination/kafka.go, clientOpts and AcquireEpoch), for a raw producer
+// that must not differ from the dispatcher's but in what it does not do:
+// the transport's defaults (metadata min age, the retry backoff of
+// transportRetryBackoff), the settings its rules require (manual
+// partitioner, acks=all, idempotence, which franz-go leaves on,
+// read_committed, control records kept), the transactional id and, as the
+// transaction timeout, the lease duration.
+func ProducerOptions(brokers []string, transactionalID string, lease time.Duration) []kgo.Opt {
+	return []kgo.Opt{
+		kgo.SeedBrokers(brokers...),
+		kgo.MetadataMinAge(coordination.DefaultKafkaMetadataMinAge),
+		kgo.RetryBackoffFn(transportRetryBackoff),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+		kgo.TransactionalID(transactionalID),
+		kgo.TransactionTimeout(lease),
+	}
+}
+
+// transportRetryBackoff is the retry backoff of the transport's clients:
+// from a tenth of coordination.DefaultKafkaRetryBackoffMax, doubling, up to
+// it, without jitter. tries counts from 1.
+func transportRetryBackoff(tries int) time.Duration {
+	b := &backoff.ExponentialBackOff{
+		InitialInterval: coordination.DefaultKafkaRetryBackoffMax / 10,
+		Multiplier:      2,
+		MaxInterval:     coordination.DefaultKafkaRetryBackoffMax,
+	}
+	wait := b.NextBackOff()
+	for i := 1; i < tries && wait < b.MaxInterval; i++ {
+		wait = b.NextBackOff()
+	}
+	return wait
+}
+
+// CommandRecords is the encoded records that a dispatcher writes for one
+// command: its Issued and its Outcome entry, with the headers the
+// dispatcher and the leadership put on them (token, member, term).
+type CommandRecords struct {
+	Key, Value [2][]byte
+	Headers    []kgo.RecordHeader
+}
+
+// EncodeCommands encodes the records of n commands with the real dispatch
+// codec, for a ceiling that writes what the dispatcher writes without
+// encoding inside its timed loop.
+func EncodeCommands(role string, n int) ([]CommandRecords, error) {
+	token, _ := coordination.NewFencingToken(1<<20, 3)
+	term := coordination.TermHeaderOf(1)
+	headers := []kgo.RecordHeader{
+		{Key: dispatch.HeaderToken, Value: []byte(token.String())},
+		{Key: dispatch.HeaderMember, Value: []byte("bench")},
+		{Key: term.Key, Value: term.Value},
+	}
+	now := time.Now()
+	out := make([]CommandRecords, n)
+	for i := range out {
+		cmd := BenchCommand(role, "raw", i, now)
+		entries := [2]dispatch.Entry{
+			{Kind: dispatch.EntryIssued, Issued: &dispatch.Issued{Command: cmd}},
+			{Kind: dispatch.EntryOutcome, Outcome: &dispatch.Outcome{CommandID: cmd.ID, Status: dispatch.StatusSucceeded, Attempt: dispatch.FirstAttempt}},
+		}
+		for j, e := range entries {
+			e.Role, e.Member, e.Token, e.At = role, "bench", token, now
+			key, value, err := dispatch.EncodeEntry(e)
+			if err != nil {
+				return nil, fmt.Errorf("encode command %d: %w", i, err)
+			}
+			out[i].Key[j], out[i].Value[j] = key, value
+		}
+		out[i].Headers = headers
+	}
+	return out, nil
+}
+
+// RawProducer is the ceiling of the dispatcher's group commit: a
+// transactional franz-go producer with the transport's options, writing
+// pre-encoded command records to one partition, a batch of commands per
+// transaction, one transaction after another.
+type RawProducer struct {
+	client    *kgo.Client
+	topic     string
+	partition int32
+	commands  []CommandRecords
+	next      int
+}
+
+// NewRawProducer creates the producer and mints its producer id, as a
+// leader does once before its first write.
+func NewRawProducer(ctx context.Context, brokers []string, topic, transactionalID string, lease time.Duration, commands []CommandRecords) (*RawProducer, error) {
+	if len(commands) == 0 {
+		return nil, errors.New("ceiling: a raw producer needs encoded commands")
+	}
+	cl, err := kgo.NewClient(ProducerOptions(brokers, transactionalID, lease)...)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := cl.ProducerID(ctx); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("init producer id: %w", err)
+	}
+	return &RawProducer{client: cl, topic: topic, commands: commands}, nil
+}
+
+// Close closes the client.
+func (p *RawProducer) Close() { p.client.Close() }
+
+// Run commits transactions of batch commands for duration, pausing after
+// each commit, and returns one latency per command: from the start of its
+// transaction to the return of the commit, the instant a dispatcher could
+// drive a device.
+func (p *RawProducer) Run(ctx context.Context, batch int, pause, duration time.Duration) (Summary, error) {
+	if batch < 1 {
+		return Summary{}, errors.New("ceiling: batch below 1")
+	}
+	var samples []time.Duration
+	start := time.Now()
+	for time.Since(start) < duration {
+		took, err := p.commit(ctx, batch)
+		if err != nil {
+			return Summary{}, err
+		}
+		for range batch {
+			samples = append(samples, took)
+		}
+		if pause > 0 {
+			select {
+			case <-time.After(pause):
+			case <-ctx.Done():
+				return Summary{}, ctx.Err()
+			}
+		}
+	}
+	return Summarize(samples, time.Since(start)), nil
+}
+
+// commit writes and commits one transaction of batch commands, as the
+// transport's WriteGuarded does: begin, produce and wait for every result,
+// commit, read the token after the commit.
+func (p *RawProducer) commit(ctx context.Context, batch int) (time.Duration, error) {
+	records := make([]*kgo.Record, 0, 2*batch)
+	for range batch {
+		c := &p.commands[p.next%len(p.commands)]
+		p.next++
+		for j := range 2 {
+			records = append(records, &kgo.Record{Topic: p.topic, Partition: p.partition, Key: c.Key[j], Value: c.Value[j], Headers: c.Headers})
+		}
+	}
+	began := time.Now()
+	if err := p.client.BeginTransaction(); err != nil {
+		return 0, fmt.Errorf("begin transaction: %w", err)
+	}
+	if err := p.client.ProduceSync(ctx, records...).FirstErr(); err != nil {
+		_ = p.client.EndTransaction(context.WithoutCancel(ctx), kgo.TryAbort)
+		return 0, fmt.Errorf("produce: %w", err)
+	}
+	if err := p.client.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		return 0, fmt.Errorf("commit: %w", err)
+	}
+	if _, _, err := p.client.ProducerID(ctx); err != nil {
+		return 0, fmt.Errorf("producer id after the commit: %w", err)
+	}
+	return time.Since(began), nil
+}
