@@ -151,9 +151,7 @@ type TimingDevice struct {
 	// Inner is the measured device; nil acts at once.
 	Inner dispatch.Device
 
-	mu      sync.Mutex
-	at      map[string]time.Time
-	waiters map[string]chan struct{}
+	arrivals Arrivals
 }
 
 // Dispatch implements dispatch.Device.
@@ -165,44 +163,94 @@ func (t *TimingDevice) Dispatch(ctx context.Context, cmd dispatch.Command, token
 			return res, err
 		}
 	}
-	now := time.Now()
-	t.mu.Lock()
-	if t.at == nil {
-		t.at = map[string]time.Time{}
-	}
-	t.at[cmd.ID] = now
-	if w, ok := t.waiters[cmd.ID]; ok {
-		close(w)
-		delete(t.waiters, cmd.ID)
-	}
-	t.mu.Unlock()
+	t.arrivals.Note(cmd.ID, time.Now())
 	return res, nil
 }
 
 // Wait returns the instant the command was dispatched, waiting for it until
 // ctx ends.
 func (t *TimingDevice) Wait(ctx context.Context, id string) (time.Time, error) {
-	t.mu.Lock()
-	if at, ok := t.at[id]; ok {
-		delete(t.at, id)
-		t.mu.Unlock()
+	at, err := t.arrivals.Wait(ctx, id)
+	if err != nil {
+		return at, fmt.Errorf("command %s not dispatched: %w", id, err)
+	}
+	return at, nil
+}
+
+// Count returns how many commands the device has acted on.
+func (t *TimingDevice) Count() int { return t.arrivals.Count() }
+
+// Arrivals notes the instant each id arrived and lets a caller wait for one.
+// Each arrival is handed to one Wait, which forgets it. The zero value is
+// ready to use.
+type Arrivals struct {
+	mu      sync.Mutex
+	at      map[string]time.Time
+	waiters map[string]chan struct{}
+	count   int
+	first   time.Time
+	last    time.Time
+}
+
+// Note records that id arrived at the instant at.
+func (a *Arrivals) Note(id string, at time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.at == nil {
+		a.at = map[string]time.Time{}
+	}
+	a.at[id] = at
+	a.count++
+	if a.first.IsZero() {
+		a.first = at
+	}
+	a.last = at
+	if w, ok := a.waiters[id]; ok {
+		close(w)
+		delete(a.waiters, id)
+	}
+}
+
+// Count returns how many arrivals were noted.
+func (a *Arrivals) Count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.count
+}
+
+// Span returns the first and the last instant noted.
+func (a *Arrivals) Span() (first, last time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.first, a.last
+}
+
+// Wait returns the instant id arrived, waiting for it until ctx ends.
+func (a *Arrivals) Wait(ctx context.Context, id string) (time.Time, error) {
+	a.mu.Lock()
+	if at, ok := a.at[id]; ok {
+		delete(a.at, id)
+		a.mu.Unlock()
 		return at, nil
 	}
-	if t.waiters == nil {
-		t.waiters = map[string]chan struct{}{}
+	if a.waiters == nil {
+		a.waiters = map[string]chan struct{}{}
 	}
-	w := make(chan struct{})
-	t.waiters[id] = w
-	t.mu.Unlock()
+	w, ok := a.waiters[id]
+	if !ok {
+		w = make(chan struct{})
+		a.waiters[id] = w
+	}
+	a.mu.Unlock()
 	select {
 	case <-w:
 	case <-ctx.Done():
-		return time.Time{}, fmt.Errorf("command %s not dispatched: %w", id, ctx.Err())
+		return time.Time{}, ctx.Err()
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	at := t.at[id]
-	delete(t.at, id)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	at := a.at[id]
+	delete(a.at, id)
 	return at, nil
 }
 

@@ -79,3 +79,15 @@ func Millis(d time.Duration) string {
 		return fmt.Sprintf("%.0f", ms)
 	}
 }
+
+// Pool summarizes the samples of several summaries together, over the sum
+// of their spans.
+func Pool(ss ...Summary) Summary {
+	var samples []time.Duration
+	var elapsed time.Duration
+	for _, s := range ss {
+		samples = append(samples, s.samples...)
+		elapsed += s.Elapsed
+	}
+	return Summarize(samples, elapsed)
+}

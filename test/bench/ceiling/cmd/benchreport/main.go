@@ -57,6 +57,8 @@ type options struct {
 	warmup          time.Duration
 	reps            int
 	cpuProfile      string
+	clients         int
+	backlog         int
 	batches         []int
 	failoverTrials  int
 	handoverTrials  int
@@ -84,6 +86,8 @@ func run() error {
 	flag.DurationVar(&o.point, "point", 3*time.Second, "window of each side in each repetition of a throughput point")
 	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "warm-up of each side before the repetitions")
 	flag.IntVar(&o.reps, "reps", 7, "alternating repetitions of each throughput point")
+	flag.IntVar(&o.clients, "clients", 16, "concurrent submitters of the latency section")
+	flag.IntVar(&o.backlog, "backlog", 50000, "requests one role drains in the backlog section")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run here (the e2e sides carry the pprof label side=dispatcher or side=ceiling)")
 	batches := flag.String("batches", "1,10,100,1000", "batch sizes of the end-to-end comparison")
 	flag.IntVar(&o.failoverTrials, "failover-trials", 20, "crash failover trials")
@@ -91,7 +95,7 @@ func run() error {
 	roles := flag.String("roles", "1,10,100,1000", "role counts held by one process")
 	flag.DurationVar(&o.rolesWindow, "roles-window", 30*time.Second, "observation window of each role count")
 	flag.IntVar(&o.pending, "pending", 5000, "commands held pending for the memory figure")
-	only := flag.String("only", "", "comma-separated sections to run: e2e,mqtt,failover,handover,memory,roles (default all)")
+	only := flag.String("only", "", "comma-separated sections to run: e2e,latency,backlog,mqtt,modbus,failover,handover,memory,roles (default all)")
 	flag.Uint64Var(&o.seed, "seed", 0, "seed of the random signal phases (0 picks one)")
 	flag.BoolVar(&o.verbose, "v", false, "pass the measured processes' standard error through")
 	quick := flag.Bool("quick", false, "fewer trials and shorter windows, for a check of the tool")
@@ -116,6 +120,7 @@ func run() error {
 		o.failoverTrials, o.handoverTrials = 3, 10
 		o.rolesWindow = 5 * time.Second
 		o.pending = 1000
+		o.backlog = 10000
 	}
 	if *only != "" {
 		o.only = map[string]bool{}
@@ -188,6 +193,8 @@ func run() error {
 	step("failover", func() error { return failover(ctx, o, reader, prefix, false, rep) })
 	step("handover", func() error { return failover(ctx, o, reader, prefix, true, rep) })
 	step("e2e", func() error { return endToEnd(ctx, o, prefix, newTopic, rep) })
+	step("latency", func() error { return latencySection(ctx, o, prefix, newTopic, rep) })
+	step("backlog", func() error { return backlogSection(ctx, o, prefix, newTopic, rep) })
 	step("mqtt", func() error { return mqttSection(ctx, o, prefix, newTopic, rep) })
 	step("memory", func() error { return memory(ctx, o, prefix, newTopic, rep) })
 	step("roles", func() error { return rolesSection(ctx, o, prefix, rep) })

@@ -18,6 +18,8 @@ const (
 	targetE2ERatioOther = 0.8 // and this share at the other batch sizes
 	targetE2EBatch      = 100
 	targetHandoverP99   = 150 * time.Millisecond
+	targetOutcomeP99    = 2.0   // submit-to-outcome-committed p99 at most this times the raw commit p99
+	targetBacklogRate   = 20000 // commands/s one role drains with a no-op device
 	targetFailoverSlack = 500 * time.Millisecond // crash failover never past its bound plus this
 )
 
@@ -31,6 +33,8 @@ type report struct {
 	crash    []ceiling.FailoverTrial
 	handover []ceiling.FailoverTrial
 	e2e      []ceiling.E2EResult
+	latency  *latencyResult
+	backlog  *ceiling.BacklogResult
 	mqtt     *mqttResult
 	mem      *memResult
 	roles    []ceiling.RolesResult
@@ -62,6 +66,8 @@ func (r *report) write() error {
 	if err := r.writeE2E(w); err != nil {
 		return err
 	}
+	r.writeLatency(w)
+	r.writeBacklog(w)
 	if err := r.writeMQTT(w); err != nil {
 		return err
 	}
@@ -433,4 +439,54 @@ func (r *report) writeRoles(w func(string, ...any)) error {
 	}
 	w("![Roles](%s)\n\n", link)
 	return nil
+}
+
+func (r *report) writeLatency(w func(string, ...any)) {
+	l := r.latency
+	if l == nil {
+		return
+	}
+	w("## Latency end to end\n\n")
+	w("A real member (`internal/member`, the runtime of `dispatcher run`) leads a fresh role with a no-op device, serves\n")
+	w("its HTTP API on loopback and reads its requests topic. %d clients each submit a command, wait until the device\n", l.clients)
+	w("acted on it and its Outcome record arrived at a read_committed consumer of the log partition (the instant any\n")
+	w("reader of the log learns the outcome committed), and submit the next: by `POST /v1/commands` (answered 202 at once),\n")
+	w("or by producing the request to the requests topic. A latency starts just before the submit. In alternation with\n")
+	w("them, the ceiling's raw producer commits transactions of %d commands (the load of the clients) at its best pause\n", l.rawBatch)
+	w("(%s); its latency is one transaction, begin to commit. Submit to outcome committed takes at least two commits\n", l.rawPause)
+	w("(the Issued record, then the Outcome record), hence the target of at most %.0f times the raw commit p99.\n\n", targetOutcomeP99)
+	w("| Path | Samples | To device p50 / p99 / p999 ms | To outcome committed p50 / p99 / p999 ms | Outcome p99 / raw commit p99 |\n|---|---:|---|---|---:|\n")
+	for _, x := range []struct {
+		name string
+		res  ceiling.LatencyResult
+	}{{"HTTP API", l.http}, {"requests topic", l.topic}} {
+		w("| %s | %d | %s / %s / %s | %s / %s / %s | %.2f |\n", x.name, x.res.ToOutcome.Count,
+			ceiling.Millis(x.res.ToDevice.P50), ceiling.Millis(x.res.ToDevice.P99), ceiling.Millis(x.res.ToDevice.P999),
+			ceiling.Millis(x.res.ToOutcome.P50), ceiling.Millis(x.res.ToOutcome.P99), ceiling.Millis(x.res.ToOutcome.P999),
+			ceiling.Ratio(float64(x.res.ToOutcome.P99), float64(l.raw.P99)))
+	}
+	w("| raw commit (ceiling) | %d | | %s / %s / %s (one commit) | 1.00 |\n\n", l.raw.Count/max(1, l.rawBatch),
+		ceiling.Millis(l.raw.P50), ceiling.Millis(l.raw.P99), ceiling.Millis(l.raw.P999))
+	for _, x := range []struct {
+		name string
+		res  ceiling.LatencyResult
+	}{{"the HTTP API", l.http}, {"the requests topic", l.topic}} {
+		if ratio := ceiling.Ratio(float64(x.res.ToOutcome.P99), float64(l.raw.P99)); ratio > targetOutcomeP99 {
+			w("**Target missed** through %s: outcome committed p99 is %.2f times the raw commit p99 (target %.0f).\n\n", x.name, ratio, targetOutcomeP99)
+		}
+	}
+}
+
+func (r *report) writeBacklog(w func(string, ...any)) {
+	b := r.backlog
+	if b == nil {
+		return
+	}
+	w("## One role draining a backlog\n\n")
+	w("%d requests wait in a fresh requests topic; then a dispatcher takes the role with a no-op device and reads them.\n", b.Commands)
+	w("The time runs from the dispatcher's start (the role held) to the device's last act and to the last Outcome record\n")
+	w("read by a read_committed consumer of the log. Target: at least %d commands/s to the last outcome.\n\n", targetBacklogRate)
+	w("| Commands | To the last dispatch, s | To the last outcome, s | Commands/s | Log transactions | Commands per transaction | Met |\n|---:|---:|---:|---:|---:|---:|---|\n")
+	w("| %d | %.2f | %.2f | %.0f | %d | %.0f | %s |\n\n", b.Commands, b.ToDevice.Seconds(), b.ToOutcomes.Seconds(), b.Rate(), b.Transactions,
+		ceiling.Ratio(float64(b.Commands), float64(b.Transactions)), yes(b.Rate() >= targetBacklogRate))
 }
