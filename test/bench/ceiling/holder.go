@@ -37,6 +37,8 @@ const (
 	OpPrefix = "op:"
 	// RequestPrefix prefixes the count of a Kafka request, by its name.
 	RequestPrefix = "req:"
+	// GoroutinesCounter is the number of goroutines of the process.
+	GoroutinesCounter = "goroutines"
 )
 
 // HolderEvent is one line that cmd/holder writes to its standard output, as

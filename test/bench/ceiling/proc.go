@@ -137,3 +137,26 @@ func ReadMachine() Machine {
 	}
 	return m
 }
+
+// CountFDs counts the open file descriptors of a process and, among them,
+// the sockets.
+func CountFDs(pid int) (fds, sockets int, err error) {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, 0, fmt.Errorf("process %d: %w", pid, err)
+	}
+	for _, e := range entries {
+		fds++
+		if target, err := os.Readlink(dir + "/" + e.Name()); err == nil && strings.HasPrefix(target, "socket:") {
+			sockets++
+		}
+	}
+	return fds, sockets, nil
+}
+
+// Threads returns the number of threads of a process.
+func Threads(pid int) (int, error) {
+	n, err := statusKB(fmt.Sprintf("/proc/%d/status", pid), "Threads:")
+	return int(n), err
+}

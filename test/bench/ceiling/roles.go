@@ -33,6 +33,12 @@ type Roles struct {
 	// Lease, Renew, Stagger and Poll are the timings of every role.
 	Lease, Renew, Stagger, Poll time.Duration
 
+	// LogTopic and RequestsTopic, when set, make the process run a real
+	// dispatcher (no-op device, intake from the requests topic) for every
+	// role it holds; both topics have Partitions partitions.
+	LogTopic, RequestsTopic string
+	Partitions              int
+
 	// Stderr receives the standard error of the process; nil discards it.
 	Stderr io.Writer
 }
@@ -66,6 +72,16 @@ type RolesResult struct {
 	// process: coordination transport operations (OpPrefix) and Kafka
 	// requests by name (RequestPrefix).
 	OpsPerSec map[string]float64
+
+	// Sockets and FDs are the open sockets and file descriptors of the
+	// process at the end of the window (/proc/<pid>/fd), Threads its
+	// threads (/proc/<pid>/status), Goroutines its goroutines (reported by
+	// the process).
+	Sockets, FDs, Threads int
+	Goroutines            int64
+
+	// Dispatchers reports whether every role ran a dispatcher.
+	Dispatchers bool
 }
 
 // MeasureRoles starts one cmd/holder that takes n roles, waits until it
@@ -76,10 +92,9 @@ func MeasureRoles(ctx context.Context, cfg Roles, n int) (RolesResult, error) {
 		return RolesResult{}, err
 	}
 	started := time.Now()
-	h, err := StartHolder(cfg.HolderBin, "roles-holder", cfg.Stderr,
-		"-brokers", strings.Join(cfg.Brokers, ","), "-role", fmt.Sprintf("%s-%d", cfg.RolePrefix, n), "-roles", strconv.Itoa(n),
-		"-lease", cfg.Lease.String(), "-renew", cfg.Renew.String(),
-		"-stagger", cfg.Stagger.String(), "-poll", cfg.Poll.String())
+	args := []string{"-brokers", strings.Join(cfg.Brokers, ","), "-role", fmt.Sprintf("%s-%d", cfg.RolePrefix, n), "-roles", strconv.Itoa(n),
+		"-lease", cfg.Lease.String(), "-renew", cfg.Renew.String(), "-stagger", cfg.Stagger.String(), "-poll", cfg.Poll.String()}
+	h, err := StartHolder(cfg.HolderBin, "roles-holder", cfg.Stderr, append(args, dispatchArgs(cfg)...)...)
 	if err != nil {
 		return RolesResult{}, err
 	}
@@ -95,7 +110,7 @@ func MeasureRoles(ctx context.Context, cfg Roles, n int) (RolesResult, error) {
 	if err != nil {
 		return RolesResult{}, fmt.Errorf("holding %d roles: %w", n, err)
 	}
-	res := RolesResult{Roles: n, Acquire: ready.Time().Sub(started)}
+	res := RolesResult{Roles: n, Acquire: ready.Time().Sub(started), Dispatchers: cfg.LogTopic != ""}
 
 	// Let the acquisition burst pass before the window opens.
 	select {
@@ -137,7 +152,17 @@ func MeasureRoles(ctx context.Context, cfg Roles, n int) (RolesResult, error) {
 	res.RSS = p1.RSS
 	res.SegmentsPerSec = float64(s1-s0) / secs
 	res.OpsPerSec = map[string]float64{}
+	res.Goroutines = ops1[GoroutinesCounter]
+	if res.FDs, res.Sockets, err = CountFDs(h.PID()); err != nil {
+		return res, err
+	}
+	if res.Threads, err = Threads(h.PID()); err != nil {
+		return res, err
+	}
 	for op, c := range ops1 {
+		if op == GoroutinesCounter {
+			continue
+		}
 		if d := c - ops0[op]; d > 0 {
 			res.OpsPerSec[op] = float64(d) / secs
 			if strings.HasPrefix(op, RequestPrefix) {
@@ -146,6 +171,14 @@ func MeasureRoles(ctx context.Context, cfg Roles, n int) (RolesResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// dispatchArgs are the holder flags that make it run dispatchers.
+func dispatchArgs(cfg Roles) []string {
+	if cfg.LogTopic == "" {
+		return nil
+	}
+	return []string{"-log-topic", cfg.LogTopic, "-requests-topic", cfg.RequestsTopic, "-partitions", strconv.Itoa(max(1, cfg.Partitions))}
 }
 
 // opsOf asks a holder for its counters, bounded by ten seconds.

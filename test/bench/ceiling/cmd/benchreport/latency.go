@@ -10,12 +10,12 @@ import (
 
 // latencyResult is the end-to-end latency section.
 type latencyResult struct {
-	clients          int
-	http, topic      ceiling.LatencyResult
-	raw              ceiling.Summary
-	rawBatch         int
-	rawPause         time.Duration
-	backlog          *ceiling.BacklogResult
+	clients     int
+	http, topic ceiling.LatencyResult
+	raw         ceiling.Summary
+	rawBatch    int
+	rawPause    time.Duration
+	backlog     *ceiling.BacklogResult
 }
 
 // latencySection times commands from submit, through a real member's HTTP

@@ -92,7 +92,7 @@ func run() error {
 	batches := flag.String("batches", "1,10,100,1000", "batch sizes of the end-to-end comparison")
 	flag.IntVar(&o.failoverTrials, "failover-trials", 20, "crash failover trials")
 	flag.IntVar(&o.handoverTrials, "handover-trials", 50, "graceful handover trials")
-	roles := flag.String("roles", "1,10,100,1000", "role counts held by one process")
+	roles := flag.String("roles", "1,4,16,64", "role counts held by one process, each with a dispatcher")
 	flag.DurationVar(&o.rolesWindow, "roles-window", 30*time.Second, "observation window of each role count")
 	flag.IntVar(&o.pending, "pending", 5000, "commands held pending for the memory figure")
 	only := flag.String("only", "", "comma-separated sections to run: e2e,latency,backlog,mqtt,modbus,failover,handover,memory,roles (default all)")
@@ -197,8 +197,9 @@ func run() error {
 	step("backlog", func() error { return backlogSection(ctx, o, prefix, newTopic, rep) })
 	step("mqtt", func() error { return mqttSection(ctx, o, prefix, newTopic, rep) })
 	step("memory", func() error { return memory(ctx, o, prefix, newTopic, rep) })
-	step("roles", func() error { return rolesSection(ctx, o, prefix, rep) })
+	step("roles", func() error { return rolesSection(ctx, o, prefix, newTopic, rep) })
 
+	topics = append(topics, rep.extraTopics...)
 	if err := rep.write(); err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -18,8 +17,8 @@ const (
 	targetE2ERatioOther = 0.8 // and this share at the other batch sizes
 	targetE2EBatch      = 100
 	targetHandoverP99   = 150 * time.Millisecond
-	targetOutcomeP99    = 2.0   // submit-to-outcome-committed p99 at most this times the raw commit p99
-	targetBacklogRate   = 20000 // commands/s one role drains with a no-op device
+	targetOutcomeP99    = 2.0                    // submit-to-outcome-committed p99 at most this times the raw commit p99
+	targetBacklogRate   = 20000                  // commands/s one role drains with a no-op device
 	targetFailoverSlack = 500 * time.Millisecond // crash failover never past its bound plus this
 )
 
@@ -29,6 +28,9 @@ type report struct {
 	opts    options
 	started time.Time
 	failed  []string
+	// extraTopics are topics a section created beside newTopic's, deleted
+	// at the end too.
+	extraTopics []string
 
 	crash    []ceiling.FailoverTrial
 	handover []ceiling.FailoverTrial
@@ -409,32 +411,39 @@ func (r *report) writeRoles(w func(string, ...any)) error {
 	if len(r.roles) == 0 {
 		return nil
 	}
-	w("## Roles held by one process\n\n")
-	w("One `cmd/holder` process takes N roles with the default timings (lease %s, renew %s) and is observed for %s once\n",
-		coordination.DefaultLeaseDuration, coordination.DefaultRenewInterval, r.opts.rolesWindow)
-	w("it holds them all. CPU and resident memory come from /proc; requests are counted by a franz-go broker-write hook on\n")
-	w("every client of the transport, and cross-checked by the TCP data segments ss(8) counts to the brokers. The floor of\n")
-	w("the request rate is one renewal per role per renew interval; the last column is how many requests one renewal costs.\n\n")
-	w("| Roles | Acquired in s | CPU, cores | RSS MiB | Requests/s | TCP segments/s | Renewals/s (floor) | Requests per renewal |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	var xs, cpu, rss, req []float64
+	w("## Roles held by one process, each with a dispatcher\n\n")
+	w("One `cmd/holder` process takes N roles with the default timings (lease %s, renew %s) and runs, for every role it\n",
+		coordination.DefaultLeaseDuration, coordination.DefaultRenewInterval)
+	w("holds, a real `dispatch.Dispatcher` with a no-op device, its own request source reading the role's partition of a\n")
+	w("shared requests topic, and the process's one log reader (log and requests topics of %d partitions, as a\n", rolesPartitions)
+	w("deployment shares them). It is observed for %s once it holds them all. CPU, memory, threads, file descriptors and\n", r.opts.rolesWindow)
+	w("sockets come from /proc of the process, goroutines from the process itself; requests are counted by a franz-go\n")
+	w("broker-write hook on every client of the transport and cross-checked by the TCP data segments ss(8) counts to the\n")
+	w("brokers (the hook does not see the request sources' fetches; the segments do).\n\n")
+	w("| Roles | Acquired in s | CPU, cores | RSS MiB | Sockets | Sockets per role | FDs | Goroutines | Goroutines per role | Threads | Transport requests/s | TCP segments/s |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	var xs, cpu, rss, sockets, gor []float64
 	for _, x := range r.roles {
-		floor := float64(x.Roles) / coordination.DefaultRenewInterval.Seconds()
-		w("| %d | %.1f | %.3f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", x.Roles, x.Acquire.Seconds(), x.CPU, float64(x.RSS)/(1<<20),
-			x.RequestsPerSec, x.SegmentsPerSec, floor, ceiling.Ratio(x.RequestsPerSec, floor))
+		w("| %d | %.1f | %.3f | %.1f | %d | %.1f | %d | %d | %.1f | %d | %.1f | %.1f |\n", x.Roles, x.Acquire.Seconds(), x.CPU, float64(x.RSS)/(1<<20),
+			x.Sockets, ceiling.Ratio(float64(x.Sockets), float64(x.Roles)), x.FDs, x.Goroutines, ceiling.Ratio(float64(x.Goroutines), float64(x.Roles)),
+			x.Threads, x.RequestsPerSec, x.SegmentsPerSec)
 		xs = append(xs, float64(x.Roles))
-		cpu, rss, req = append(cpu, x.CPU*1000), append(rss, float64(x.RSS)/(1<<20)), append(req, x.RequestsPerSec)
+		cpu, rss = append(cpu, x.CPU*1000), append(rss, float64(x.RSS)/(1<<20))
+		sockets, gor = append(sockets, float64(x.Sockets)), append(gor, float64(x.Goroutines))
 	}
 	w("\n")
-	last := r.roles[len(r.roles)-1]
-	var kinds []string
-	for k, v := range last.OpsPerSec {
-		kinds = append(kinds, fmt.Sprintf("%s %.1f/s", k, v))
+	if len(r.roles) >= 2 {
+		a, b := r.roles[0], r.roles[len(r.roles)-1]
+		perRole := ceiling.Ratio(float64(b.Sockets-a.Sockets), float64(b.Roles-a.Roles))
+		if perRole > 0 {
+			w("Each further role costs %.1f sockets (from %d to %d roles): every role has a transactional producer and a request\n", perRole, a.Roles, b.Roles)
+			w("source of its own, each a franz-go client with its own connections. Under a limit of 1024 open files (the usual\n")
+			w("default soft limit) that puts the bound near %.0f roles per process; under 65536, near %.0f.\n\n",
+				ceiling.Ratio(1024-float64(a.FDs), perRole)+float64(a.Roles), ceiling.Ratio(65536-float64(a.FDs), perRole)+float64(a.Roles))
+		}
 	}
-	sort.Strings(kinds)
-	w("With %d roles, by request and operation: %s.\n\n", last.Roles, strings.Join(kinds, ", "))
 	file, link := r.opts.imgPath("roles.png")
-	if err := ceiling.LinePlot(file, "One process holding N roles", "roles", "value", xs,
-		[]ceiling.Series{{Name: "CPU (millicores)", Values: cpu}, {Name: "RSS (MiB)", Values: rss}, {Name: "requests/s", Values: req}}, true, true); err != nil {
+	if err := ceiling.LinePlot(file, "One process holding N roles, each with a dispatcher", "roles", "value", xs,
+		[]ceiling.Series{{Name: "CPU (millicores)", Values: cpu}, {Name: "RSS (MiB)", Values: rss}, {Name: "sockets", Values: sockets}, {Name: "goroutines", Values: gor}}, true, true); err != nil {
 		return err
 	}
 	w("![Roles](%s)\n\n", link)

@@ -203,20 +203,37 @@ func memory(ctx context.Context, o options, prefix string, newTopic func(string)
 	return nil
 }
 
-// rolesSection measures one process holding each role count, with the
-// default lease timings.
-func rolesSection(ctx context.Context, o options, prefix string, rep *report) error {
+// rolesPartitions is the partition count of the shared log and requests
+// topics of the roles section.
+const rolesPartitions = 16
+
+// rolesSection measures one process holding each role count with a real
+// dispatcher per role, with the default lease timings.
+func rolesSection(ctx context.Context, o options, prefix string, newTopic func(string) (string, error), rep *report) error {
 	for _, n := range o.roles {
+		var topics [2]string
+		for i, kind := range []string{"log", "req"} {
+			name := fmt.Sprintf("%s-roles%d-%s", prefix, n, kind)
+			tctx, cancel := context.WithTimeout(ctx, time.Minute)
+			err := ceiling.CreateTopic(tctx, o.brokers, ceiling.TopicSpec{Name: name, Partitions: rolesPartitions, Replication: 3, MinInsyncReplicas: 2})
+			cancel()
+			if err != nil {
+				return err
+			}
+			rep.extraTopics = append(rep.extraTopics, name)
+			topics[i] = name
+		}
 		res, err := ceiling.MeasureRoles(ctx, ceiling.Roles{
 			HolderBin: o.holderBin, Brokers: o.brokers, RolePrefix: prefix + "-roles", Window: o.rolesWindow,
 			Lease: coordination.DefaultLeaseDuration, Renew: coordination.DefaultRenewInterval,
 			Stagger: coordination.DefaultChallengeStagger, Poll: coordination.DefaultPollInterval,
+			LogTopic: topics[0], RequestsTopic: topics[1], Partitions: rolesPartitions, Stderr: stderr(o),
 		}, n)
 		if err != nil {
 			return fmt.Errorf("%d roles: %w", n, err)
 		}
-		logf("roles %d: acquired in %s, CPU %.3f cores, RSS %.1f MiB, %.1f requests/s, %.1f segments/s", n,
-			res.Acquire.Round(time.Millisecond), res.CPU, float64(res.RSS)/(1<<20), res.RequestsPerSec, res.SegmentsPerSec)
+		logf("roles %d: acquired in %s, CPU %.3f cores, RSS %.1f MiB, %.1f requests/s, %d sockets, %d fds, %d goroutines", n,
+			res.Acquire.Round(time.Millisecond), res.CPU, float64(res.RSS)/(1<<20), res.RequestsPerSec, res.Sockets, res.FDs, res.Goroutines)
 		rep.roles = append(rep.roles, res)
 	}
 	return nil

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -65,6 +66,9 @@ func run() error {
 	renew := flag.Duration("renew", coordination.DefaultRenewInterval, "renew interval")
 	stagger := flag.Duration("stagger", coordination.DefaultChallengeStagger, "challenge stagger")
 	poll := flag.Duration("poll", coordination.DefaultPollInterval, "poll interval")
+	logTopic := flag.String("log-topic", "", "with -requests-topic, run a dispatcher with a no-op device for every role held, on this command log")
+	requestsTopic := flag.String("requests-topic", "", "the requests topic of the dispatchers")
+	partitions := flag.Int("partitions", 1, "partitions of the log and the requests topic")
 	flag.Parse()
 	if *brokers == "" || *member == "" || *roleName == "" || *roles < 1 {
 		return errors.New("-brokers, -member, -role and -roles >= 1 are required")
@@ -105,6 +109,11 @@ func run() error {
 
 	options := []coordination.Option{coordination.WithLeaseConfig(config), coordination.WithPollInterval(*poll)}
 	h := &holding{out: out, member: memberID, transport: counted, options: options, want: len(names)}
+	if *logTopic != "" || *requestsTopic != "" {
+		if h.dispatch, err = newDispatching(strings.Split(*brokers, ","), *logTopic, *requestsTopic, *partitions); err != nil {
+			return err
+		}
+	}
 	slots := make(chan struct{}, max(1, *parallel))
 	var wg sync.WaitGroup
 	for _, name := range names {
@@ -123,6 +132,7 @@ func run() error {
 		select {
 		case <-usr1:
 			ops := counted.snapshot()
+			ops[ceiling.GoroutinesCounter] = int64(runtime.NumGoroutine())
 			for name, n := range requests.snapshot() {
 				ops[ceiling.RequestPrefix+name] = n
 			}
@@ -139,6 +149,7 @@ type holding struct {
 	member    coordination.MemberID
 	transport coordination.Transport
 	options   []coordination.Option
+	dispatch  *dispatching // nil: hold bare leaderships
 
 	mu    sync.Mutex
 	held  int
@@ -170,12 +181,20 @@ func (h *holding) hold(ctx context.Context, role coordination.Role, slots chan s
 		}
 		lease := l.Lease()
 		h.out.emit(ceiling.HolderEvent{Ev: ceiling.EventAcquired, Role: role.String(), Member: h.member.String(), Token: l.Token().String(), Deadline: lease.Deadline})
+		stopDispatcher := func() {}
+		if h.dispatch != nil {
+			if stopDispatcher, err = h.dispatch.start(l); err != nil {
+				h.out.emit(ceiling.HolderEvent{Ev: ceiling.EventError, Role: role.String(), Member: h.member.String(), Err: err.Error()})
+			}
+		}
 		h.count(+1)
 		select {
 		case <-l.Done():
+			stopDispatcher()
 			h.count(-1)
 			h.out.emit(ceiling.HolderEvent{Ev: ceiling.EventLost, Role: role.String(), Member: h.member.String(), Err: fmt.Sprint(l.Err())})
 		case <-ctx.Done():
+			stopDispatcher()
 			rctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
 			err := l.Resign(rctx)
 			cancel()
