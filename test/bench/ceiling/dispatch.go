@@ -167,6 +167,22 @@ func (t *TimingDevice) Dispatch(ctx context.Context, cmd dispatch.Command, token
 	return res, nil
 }
 
+// DispatchUnder implements dispatch.AuthorityDevice, so that a fencing
+// inner device receives the leadership's term; an inner device without it
+// receives the token alone.
+func (t *TimingDevice) DispatchUnder(ctx context.Context, cmd dispatch.Command, authority coordination.Authority) (dispatch.Result, error) {
+	var res dispatch.Result
+	if inner, ok := t.Inner.(dispatch.AuthorityDevice); ok {
+		var err error
+		if res, err = inner.DispatchUnder(ctx, cmd, authority); err != nil {
+			return res, err
+		}
+		t.arrivals.Note(cmd.ID, time.Now())
+		return res, nil
+	}
+	return t.Dispatch(ctx, cmd, authority.Token)
+}
+
 // Wait returns the instant the command was dispatched, waiting for it until
 // ctx ends.
 func (t *TimingDevice) Wait(ctx context.Context, id string) (time.Time, error) {

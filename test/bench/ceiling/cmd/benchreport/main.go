@@ -58,6 +58,7 @@ type options struct {
 	reps            int
 	cpuProfile      string
 	clients         int
+	prefix          string
 	backlog         int
 	batches         []int
 	failoverTrials  int
@@ -150,6 +151,7 @@ func run() error {
 
 	rep := &report{machine: ceiling.ReadMachine(), opts: o, started: time.Now()}
 	prefix := fmt.Sprintf("bench-%d", time.Now().Unix())
+	o.prefix = prefix
 	var topics []string
 	defer func() {
 		if len(topics) > 0 {
@@ -195,7 +197,8 @@ func run() error {
 	step("e2e", func() error { return endToEnd(ctx, o, prefix, newTopic, rep) })
 	step("latency", func() error { return latencySection(ctx, o, prefix, newTopic, rep) })
 	step("backlog", func() error { return backlogSection(ctx, o, prefix, newTopic, rep) })
-	step("mqtt", func() error { return mqttSection(ctx, o, prefix, newTopic, rep) })
+	step("mqtt", func() error { return mqttSection(ctx, o, newTopic, rep) })
+	step("modbus", func() error { return modbusSection(ctx, o, newTopic, rep) })
 	step("memory", func() error { return memory(ctx, o, prefix, newTopic, rep) })
 	step("roles", func() error { return rolesSection(ctx, o, prefix, newTopic, rep) })
 

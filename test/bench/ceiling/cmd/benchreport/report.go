@@ -37,7 +37,8 @@ type report struct {
 	e2e      []ceiling.E2EResult
 	latency  *latencyResult
 	backlog  *ceiling.BacklogResult
-	mqtt     *mqttResult
+	mqtt     *deviceResult
+	modbus   *deviceResult
 	mem      *memResult
 	roles    []ceiling.RolesResult
 }
@@ -71,6 +72,9 @@ func (r *report) write() error {
 	r.writeLatency(w)
 	r.writeBacklog(w)
 	if err := r.writeMQTT(w); err != nil {
+		return err
+	}
+	if err := r.writeModbus(w); err != nil {
 		return err
 	}
 	if err := r.writeFailover(w); err != nil {
@@ -247,34 +251,66 @@ func durations(ds []time.Duration) string {
 }
 
 func (r *report) writeMQTT(w func(string, ...any)) error {
-	m := r.mqtt
-	if m == nil || m.raw.Count == 0 {
+	if r.mqtt == nil {
 		return nil
 	}
 	w("## Dispatch through MQTT against raw publish\n\n")
 	w("The same Mosquitto (`scripts/services/20-mosquitto.sh`), QoS 1, one message at a time as a device lane sends them.\n")
-	w("The ceiling is paho publishing a %d-byte payload (the size of the device's envelope for the benchmark command) and\n", m.envelopeBytes)
-	w("waiting for PUBACK. `devices/mqtt` alone is `Device.Dispatch` in a loop (envelope, publish, PUBACK). The dispatcher\n")
-	w("row runs the whole path with the MQTT device, batches of %d submitted at once as in the end-to-end test; its\n", m.fullBatch)
-	w("latency includes the commit of the batch and the wait behind the commands ahead of it in the device lane.\n\n")
-	w("| Path | msgs/s | Share of raw | p50 ms | p99 ms | p999 ms |\n|---|---:|---:|---:|---:|---:|\n")
-	row := func(name string, s ceiling.Summary) {
-		w("| %s | %.0f | %.2f | %s | %s | %s |\n", name, s.Rate, ceiling.Ratio(s.Rate, m.raw.Rate), ceiling.Millis(s.P50), ceiling.Millis(s.P99), ceiling.Millis(s.P999))
+	w("%s `devices/mqtt` alone is `Device.Dispatch` in a loop (envelope, signature, publish, PUBACK).\n", r.mqtt.note)
+	r.writeDeviceIntro(w)
+	return r.writeDevice(w, r.mqtt, "mqtt.png", "MQTT dispatch against raw publish", [][2]int{{1, 0}})
+}
+
+func (r *report) writeModbus(w func(string, ...any)) error {
+	if r.modbus == nil {
+		return nil
 	}
-	row("raw paho publish", m.raw)
-	if m.device.Count > 0 {
-		row("devices/mqtt Dispatch", m.device)
+	w("## Dispatch through Modbus against raw register writes\n\n")
+	w("A loopback Modbus TCP server (`internal/modbussim`, the tests' simulator) with three units: one unfenced, two that\n")
+	w("keep the highest term written to their fence registers and refuse a lower one. %s `devices/modbus` alone is\n", r.modbus.note)
+	w("`Device.Dispatch` (unfenced) or `DispatchUnder` (fenced: fence registers, then the command) in a loop.\n")
+	r.writeDeviceIntro(w)
+	return r.writeDevice(w, r.modbus, "modbus.png", "Modbus dispatch against raw writes", [][2]int{{1, 0}, {3, 2}})
+}
+
+// writeDeviceIntro says how the device sections run.
+func (r *report) writeDeviceIntro(w func(string, ...any)) {
+	w("The dispatcher row runs the whole path, batches of %d submitted at once as in the end-to-end section; its latency\n", deviceBatch)
+	w("includes the commit of the batch and the wait behind the commands ahead of it in the device lane. The paths run\n")
+	w("in %d interleaved repetitions of %s each, each repetition starting with the next path; rates are medians, and a\n", r.opts.reps, r.opts.point)
+	w("share is the median over the repetitions of the path's rate over its ceiling's in the same repetition.\n\n")
+}
+
+// writeDevice writes the table and the plot of a device section; pairs
+// name (side, its ceiling) by index.
+func (r *report) writeDevice(w func(string, ...any), d *deviceResult, img, title string, pairs [][2]int) error {
+	ceilingOf := map[int]int{}
+	for _, p := range pairs {
+		ceilingOf[p[0]] = p[1]
 	}
-	if m.full.Count > 0 {
-		row(fmt.Sprintf("dispatcher + devices/mqtt, batch %d", m.fullBatch), m.full)
+	w("| Path | msgs/s (min-max) | Share of its ceiling | p50 ms | p99 ms | p999 ms |\n|---|---:|---:|---:|---:|---:|\n")
+	var names []string
+	var rates []float64
+	for i, s := range d.sides {
+		lo, hi := s.RateSpread()
+		share := "ceiling"
+		if c, ok := ceilingOf[i]; ok {
+			share = fmt.Sprintf("%.2f", s.RatioTo(d.sides[c]))
+		} else if i == len(d.sides)-1 {
+			share = "-"
+		}
+		w("| %s | %.0f (%.0f-%.0f) | %s | %s | %s | %s |\n", s.Name, s.Rate, lo, hi, share,
+			ceiling.Millis(s.Pooled.P50), ceiling.Millis(s.Pooled.P99), ceiling.Millis(s.Pooled.P999))
+		names = append(names, fmt.Sprintf("%d", i+1))
+		rates = append(rates, s.Rate)
 	}
 	w("\n")
-	file, link := r.opts.imgPath("mqtt.png")
-	if err := ceiling.BarPlot(file, "MQTT dispatch against raw publish", "messages/s", []string{"raw publish", "devices/mqtt", "dispatcher + mqtt"},
-		[]ceiling.Series{{Name: "messages/s", Values: []float64{m.raw.Rate, m.device.Rate, m.full.Rate}}}); err != nil {
+	file, link := r.opts.imgPath(img)
+	if err := ceiling.BarPlot(file, title+" (paths in table order)", "messages/s", names,
+		[]ceiling.Series{{Name: "messages/s", Values: rates}}); err != nil {
 		return err
 	}
-	w("![MQTT](%s)\n\n", link)
+	w("![%s](%s)\n\n", title, link)
 	return nil
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -9,8 +8,6 @@ import (
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
-	"github.com/krabka-io/krabka-dispatch/devices/fence"
-	"github.com/krabka-io/krabka-dispatch/devices/mqtt"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
 	"github.com/krabka-io/krabka-dispatch/test/bench/ceiling"
 )
@@ -65,91 +62,6 @@ func endToEnd(ctx context.Context, o options, prefix string, newTopic func(strin
 		logf("batch %d: dispatcher %.0f/s, ceiling %.0f/s, ratio %.2f (%.2f-%.2f)", batch, res.DispatchRate, res.CeilingRate, res.Ratio, res.RatioMin, res.RatioMax)
 		rep.e2e = append(rep.e2e, res)
 	}
-	return nil
-}
-
-// mqttResult is the MQTT comparison.
-type mqttResult struct {
-	raw, device, full ceiling.Summary
-	fullBatch         int
-	envelopeBytes     int
-}
-
-// mqttSection compares raw publish, the MQTT device alone, and the whole
-// dispatcher with the MQTT device.
-func mqttSection(ctx context.Context, o options, prefix string, newTopic func(string) (string, error), rep *report) error {
-	if o.mqttURL == "" {
-		return fmt.Errorf("no MQTT broker: set $KRABKA_MQTT_URL or -mqtt")
-	}
-	token, _ := coordination.NewFencingToken(1, 0)
-	now := time.Now()
-	sample := ceiling.BenchCommand(prefix, "mqtt", 0, now)
-	env, err := mqtt.EncodeEnvelope(mqtt.Envelope{ID: sample.ID, Role: sample.Role, Device: sample.Device, Action: sample.Action,
-		Payload: sample.Payload, Token: token, Deadline: sample.Deadline, SubmittedAt: sample.SubmittedAt})
-	if err != nil {
-		return err
-	}
-	res := &mqttResult{fullBatch: 100, envelopeBytes: len(env)}
-	rep.mqtt = res
-	res.raw, err = ceiling.MeasureRawPublish(ceiling.RawPublish{
-		URL: o.mqttURL, Topic: prefix + "/raw", QoS: 1, Duration: o.point,
-		Payload: func(int) []byte { return env },
-	})
-	if err != nil {
-		return fmt.Errorf("raw publish: %w", err)
-	}
-	// The device signs, as a deployment with the default settings does.
-	keys, err := fence.NewVerifier(fence.Key{ID: "bench", Secret: bytes.Repeat([]byte{0x5a}, fence.MinKeyBytes)})
-	if err != nil {
-		return err
-	}
-	dev, err := mqtt.New(mqtt.Config{Brokers: []string{o.mqttURL}, Topic: prefix + "/{device}/cmd", QoS: 1, Verifier: keys})
-	if err != nil {
-		return err
-	}
-	defer dev.Close()
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	err = dev.WaitConnected(wctx)
-	cancel()
-	if err != nil {
-		return err
-	}
-	var samples []time.Duration
-	start := time.Now()
-	for i := 0; time.Since(start) < o.point; i++ {
-		cmd := ceiling.BenchCommand(prefix, "mqtt-dev", i, time.Now())
-		began := time.Now()
-		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := dev.Dispatch(dctx, cmd, token)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("device dispatch: %w", err)
-		}
-		samples = append(samples, time.Since(began))
-	}
-	res.device = ceiling.Summarize(samples, time.Since(start))
-
-	logTopic, err := newTopic("mqtt-log")
-	if err != nil {
-		return err
-	}
-	reqTopic, err := newTopic("mqtt-req")
-	if err != nil {
-		return err
-	}
-	d, err := ceiling.StartDispatcher(ctx, ceiling.DispatcherSetup{
-		Brokers: o.brokers, Role: prefix + "-mqtt", LogTopic: logTopic, RequestsTopic: reqTopic, Device: dev,
-	})
-	if err != nil {
-		return err
-	}
-	res.full, _, err = ceiling.MeasureSubmit(ctx, d, res.fullBatch, o.point, "mqtt-full")
-	d.Close()
-	if err != nil {
-		return fmt.Errorf("dispatch through MQTT: %w", err)
-	}
-	logf("mqtt: raw %.0f/s p50 %s; device %.0f/s p50 %s; dispatcher %.0f/s", res.raw.Rate, ceiling.Millis(res.raw.P50),
-		res.device.Rate, ceiling.Millis(res.device.P50), res.full.Rate)
 	return nil
 }
 
