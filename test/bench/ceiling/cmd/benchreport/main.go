@@ -3,22 +3,30 @@
 // in docs/img/. Every figure is a ratio against a ceiling or a bound that
 // the same run measures:
 //
-//   - end-to-end commands/s and submit-to-dispatch latency of a dispatcher
-//     with a no-op device, against raw franz-go transactional produce of the
-//     same records, for batches of 1, 10, 100 and 1000;
-//   - dispatch through devices/mqtt against raw paho publish to the same
-//     broker;
-//   - crash failover (SIGKILL of the leader process) against its bound, and
-//     graceful handover (SIGTERM, the leader resigns) against 300 ms;
-//   - heap per pending command against the size of its log record;
-//   - CPU, memory and broker requests/s of one process holding 1 to 1000
-//     roles, against the renewals the roles need.
+//   - e2e: commands/s of a dispatcher with a no-op device against the fair
+//     ceiling (raw franz-go with the transport's options and the same
+//     pre-encoded records, best of a sweep of pauses), interleaved in
+//     alternating repetitions, for batches of 1, 10, 100 and 1000;
+//   - latency: submit, through a real member's HTTP API and through the
+//     requests topic, to the device acting and to the outcome committed,
+//     beside the raw commit;
+//   - backlog: one role draining a backlog of requests;
+//   - mqtt, modbus: dispatch through devices/mqtt and devices/modbus
+//     (fenced and unfenced) against raw publish and raw register writes;
+//   - failover, handover: crash failover (SIGKILL of the leader process)
+//     against its bound, and graceful handover (SIGTERM, the leader
+//     resigns) against 150 ms;
+//   - memory: heap per pending command against the size of its log record;
+//   - roles: CPU, memory, sockets, file descriptors and goroutines of one
+//     process running a dispatcher for each of 1 to 64 roles.
 //
 // scripts/bench.sh builds it and cmd/holder and runs it:
 //
 //	benchreport -holder-bin .run/bench/holder -out docs/PERFORMANCE.md -img docs/img
 //
-// -quick runs every section with fewer trials and shorter windows.
+// -quick runs every section with fewer trials and shorter windows;
+// -cpuprofile writes a CPU profile whose e2e samples carry the label
+// side=dispatcher or side=ceiling.
 package main
 
 import (
@@ -59,6 +67,7 @@ type options struct {
 	cpuProfile      string
 	clients         int
 	prefix          string
+	history         string
 	backlog         int
 	batches         []int
 	failoverTrials  int
@@ -89,6 +98,7 @@ func run() error {
 	flag.IntVar(&o.reps, "reps", 7, "alternating repetitions of each throughput point")
 	flag.IntVar(&o.clients, "clients", 16, "concurrent submitters of the latency section")
 	flag.IntVar(&o.backlog, "backlog", 50000, "requests one role drains in the backlog section")
+	flag.StringVar(&o.history, "history", "", "markdown fragment of the \"Cost against history\" section, included when the file exists")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run here (the e2e sides carry the pprof label side=dispatcher or side=ceiling)")
 	batches := flag.String("batches", "1,10,100,1000", "batch sizes of the end-to-end comparison")
 	flag.IntVar(&o.failoverTrials, "failover-trials", 20, "crash failover trials")

@@ -1,10 +1,12 @@
 // Command holder competes for one or more roles with package coordination
 // and reports, as JSON lines on standard output, when it takes and loses each
-// one. The measurements of test/bench/measure run several of them to time a
-// failover from outside the processes:
+// one. The measurements of test/bench/ceiling run several of them to time a
+// failover from outside the processes, and one with a dispatcher per role to
+// measure what a role costs a process:
 //
 //	holder -member m1 -role bench-failover -lease 3s -renew 1s -stagger 1s
 //	holder -member m1 -role bench-roles -roles 100
+//	holder -member m1 -role bench-roles -roles 16 -log-topic log -requests-topic req -partitions 16
 //
 // SIGTERM and SIGINT make it resign every role it holds and exit; SIGKILL is
 // the crash that a failover measurement inflicts. SIGUSR1 makes it write the
