@@ -123,16 +123,43 @@ func StartDispatcher(ctx context.Context, s DispatcherSetup) (*Dispatcher, error
 // written so far (lease renewals not included).
 func (d *Dispatcher) Transactions() int64 { return d.leader.writes.Load() }
 
-// countingLeader counts the dispatcher's guarded transactions.
+// WriteStats are the dispatcher's guarded transactions so far.
+type WriteStats struct {
+	// Writes is their number, Records the records they carried, and
+	// InWrite the time spent inside Leadership.Write (waiting for the
+	// write slot, produce, commit).
+	Writes, Records int64
+	InWrite         time.Duration
+}
+
+// Sub returns the difference of two snapshots.
+func (s WriteStats) Sub(o WriteStats) WriteStats {
+	return WriteStats{Writes: s.Writes - o.Writes, Records: s.Records - o.Records, InWrite: s.InWrite - o.InWrite}
+}
+
+// WriteStats returns a snapshot of the dispatcher's guarded transactions.
+func (d *Dispatcher) WriteStats() WriteStats {
+	return WriteStats{Writes: d.leader.writes.Load(), Records: d.leader.records.Load(), InWrite: time.Duration(d.leader.inWrite.Load())}
+}
+
+// countingLeader counts the dispatcher's guarded transactions, their
+// records and the time they took.
 type countingLeader struct {
 	*coordination.Leadership
-	writes atomic.Int64
+	writes, records, inWrite atomic.Int64
 }
 
 // Write implements dispatch.Leader.
 func (c *countingLeader) Write(ctx context.Context, build func(coordination.FencingToken) ([]coordination.GuardedRecord, error)) (coordination.FencingToken, error) {
 	c.writes.Add(1)
-	return c.Leadership.Write(ctx, build)
+	start := time.Now()
+	token, err := c.Leadership.Write(ctx, func(t coordination.FencingToken) ([]coordination.GuardedRecord, error) {
+		recs, err := build(t)
+		c.records.Add(int64(len(recs)))
+		return recs, err
+	})
+	c.inWrite.Add(int64(time.Since(start)))
+	return token, err
 }
 
 // Close halts the dispatcher, resigns the role and closes the transport.

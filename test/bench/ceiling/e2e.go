@@ -72,6 +72,27 @@ type E2EResult struct {
 	// TxnsPerRound is the mean number of transactions the dispatcher wrote
 	// per round of Batch commands.
 	TxnsPerRound float64
+
+	// Writes are the dispatcher's transactions during the repetitions:
+	// their number, records and time inside Leadership.Write. With the
+	// dispatcher's own time it says where a round's time goes.
+	Writes WriteStats
+	// DispatchTime is the dispatcher side's time over the repetitions.
+	DispatchTime time.Duration
+}
+
+// MeanWrite returns the mean time of one dispatcher transaction.
+func (r E2EResult) MeanWrite() time.Duration {
+	if r.Writes.Writes == 0 {
+		return 0
+	}
+	return r.Writes.InWrite / time.Duration(r.Writes.Writes)
+}
+
+// WriteShare returns the share of the dispatcher side's time spent inside
+// Leadership.Write.
+func (r E2EResult) WriteShare() float64 {
+	return Ratio(float64(r.Writes.InWrite), float64(r.DispatchTime))
 }
 
 // RunE2E runs the comparison. The dispatcher side runs under the pprof
@@ -151,7 +172,11 @@ func RunE2E(ctx context.Context, cfg E2E) (E2EResult, error) {
 	for rep := range cfg.Reps {
 		r := E2ERep{Ceiling: make([]Summary, len(pauses))}
 		dispatchSide := func() error {
+			before := d.WriteStats()
 			samples, elapsed, perRound, err := runDispatch(cfg.Window)
+			delta := d.WriteStats().Sub(before)
+			res.Writes = WriteStats{Writes: res.Writes.Writes + delta.Writes, Records: res.Writes.Records + delta.Records, InWrite: res.Writes.InWrite + delta.InWrite}
+			res.DispatchTime += elapsed
 			if err != nil {
 				return fmt.Errorf("dispatcher, repetition %d: %w", rep+1, err)
 			}

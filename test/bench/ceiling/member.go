@@ -190,7 +190,9 @@ func TopicSubmitter(brokers []string, topic string) (submit Submitter, close fun
 // LatencyResult is the latencies of one path from submit to the device
 // acting and to the outcome committed.
 type LatencyResult struct {
-	ToDevice, ToOutcome Summary
+	// ToAccepted ends when the path accepted the command: the API's 202,
+	// or the broker's acknowledgement of the request record.
+	ToAccepted, ToDevice, ToOutcome Summary
 }
 
 // MeasureLatency runs clients closed loops for duration: each submits a
@@ -198,7 +200,7 @@ type LatencyResult struct {
 // outcome record arrived at the watcher, and submits the next. It returns
 // the latencies from the instant before the submit.
 func MeasureLatency(ctx context.Context, m *Member, w *OutcomeWatcher, submit Submitter, role, prefix string, clients int, duration time.Duration) (LatencyResult, error) {
-	type sample struct{ dev, out time.Duration }
+	type sample struct{ acc, dev, out time.Duration }
 	results := make(chan []sample, clients)
 	errs := make(chan error, clients)
 	start := time.Now()
@@ -210,6 +212,7 @@ func MeasureLatency(ctx context.Context, m *Member, w *OutcomeWatcher, submit Su
 				wctx, cancel := context.WithTimeout(ctx, time.Minute)
 				began := time.Now()
 				err := submit(wctx, cmd)
+				accepted := time.Now()
 				var dev, out time.Time
 				if err == nil {
 					dev, err = m.Device.Wait(wctx, cmd.ID)
@@ -223,25 +226,25 @@ func MeasureLatency(ctx context.Context, m *Member, w *OutcomeWatcher, submit Su
 					results <- mine
 					return
 				}
-				mine = append(mine, sample{dev.Sub(began), out.Sub(began)})
+				mine = append(mine, sample{accepted.Sub(began), dev.Sub(began), out.Sub(began)})
 			}
 			errs <- nil
 			results <- mine
 		}()
 	}
-	var dev, out []time.Duration
+	var acc, dev, out []time.Duration
 	var firstErr error
 	for range clients {
 		if err := <-errs; err != nil && firstErr == nil {
 			firstErr = err
 		}
 		for _, s := range <-results {
-			dev, out = append(dev, s.dev), append(out, s.out)
+			acc, dev, out = append(acc, s.acc), append(dev, s.dev), append(out, s.out)
 		}
 	}
 	elapsed := time.Since(start)
 	if firstErr != nil {
 		return LatencyResult{}, firstErr
 	}
-	return LatencyResult{ToDevice: Summarize(dev, elapsed), ToOutcome: Summarize(out, elapsed)}, nil
+	return LatencyResult{ToAccepted: Summarize(acc, elapsed), ToDevice: Summarize(dev, elapsed), ToOutcome: Summarize(out, elapsed)}, nil
 }

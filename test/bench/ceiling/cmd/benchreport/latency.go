@@ -72,7 +72,7 @@ func latencySection(ctx context.Context, o options, prefix string, newTopic func
 	if _, err := ceiling.MeasureLatency(ctx, m, w, viaHTTP, role, "warm", o.clients, o.warmup); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
-	var httpDev, httpOut, topicDev, topicOut, raws []ceiling.Summary
+	var httpAcc, httpDev, httpOut, topicAcc, topicDev, topicOut, raws []ceiling.Summary
 	for i := range o.reps {
 		h, err := ceiling.MeasureLatency(ctx, m, w, viaHTTP, role, fmt.Sprintf("http%d", i), o.clients, o.point)
 		if err != nil {
@@ -86,14 +86,14 @@ func latencySection(ctx context.Context, o options, prefix string, newTopic func
 		if err != nil {
 			return fmt.Errorf("raw commit: %w", err)
 		}
-		httpDev, httpOut = append(httpDev, h.ToDevice), append(httpOut, h.ToOutcome)
-		topicDev, topicOut = append(topicDev, t.ToDevice), append(topicOut, t.ToOutcome)
+		httpAcc, httpDev, httpOut = append(httpAcc, h.ToAccepted), append(httpDev, h.ToDevice), append(httpOut, h.ToOutcome)
+		topicAcc, topicDev, topicOut = append(topicAcc, t.ToAccepted), append(topicDev, t.ToDevice), append(topicOut, t.ToOutcome)
 		raws = append(raws, r)
 		logf("latency repetition %d: API to outcome p99 %s ms, topic to outcome p99 %s ms, raw commit p99 %s ms", i+1,
 			ceiling.Millis(h.ToOutcome.P99), ceiling.Millis(t.ToOutcome.P99), ceiling.Millis(r.P99))
 	}
-	res.http = ceiling.LatencyResult{ToDevice: ceiling.Pool(httpDev...), ToOutcome: ceiling.Pool(httpOut...)}
-	res.topic = ceiling.LatencyResult{ToDevice: ceiling.Pool(topicDev...), ToOutcome: ceiling.Pool(topicOut...)}
+	res.http = ceiling.LatencyResult{ToAccepted: ceiling.Pool(httpAcc...), ToDevice: ceiling.Pool(httpDev...), ToOutcome: ceiling.Pool(httpOut...)}
+	res.topic = ceiling.LatencyResult{ToAccepted: ceiling.Pool(topicAcc...), ToDevice: ceiling.Pool(topicDev...), ToOutcome: ceiling.Pool(topicOut...)}
 	res.raw = ceiling.Pool(raws...)
 	rep.latency = res
 	return nil

@@ -127,11 +127,22 @@ func run() error {
 		return err
 	}
 	if *quick {
-		o.point, o.warmup, o.reps = time.Second, time.Second, 5
-		o.failoverTrials, o.handoverTrials = 3, 10
-		o.rolesWindow = 5 * time.Second
-		o.pending = 1000
-		o.backlog = 10000
+		// The quick sizes replace the defaults, not the flags given.
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		quickly := func(name string, apply func()) {
+			if !set[name] {
+				apply()
+			}
+		}
+		quickly("point", func() { o.point = time.Second })
+		quickly("warmup", func() { o.warmup = time.Second })
+		quickly("reps", func() { o.reps = 5 })
+		quickly("failover-trials", func() { o.failoverTrials = 3 })
+		quickly("handover-trials", func() { o.handoverTrials = 10 })
+		quickly("roles-window", func() { o.rolesWindow = 5 * time.Second })
+		quickly("pending", func() { o.pending = 1000 })
+		quickly("backlog", func() { o.backlog = 10000 })
 	}
 	if *only != "" {
 		o.only = map[string]bool{}

@@ -192,15 +192,19 @@ func (r *report) writeE2E(w func(string, ...any)) error {
 	w("markers are still written, so the ceiling sweeps a pause after each commit (%s) and takes the best.\n\n", durations(r.e2e[0].Pauses))
 	w("Both sides warm up (%s each), then run %d alternating repetitions (dispatcher first, then ceiling first) of %s per\n", r.opts.warmup, r.opts.reps, r.opts.point)
 	w("side and pause. Rates and ratio are medians over the repetitions, with the lowest and highest beside them; the ratio\n")
-	w("of each repetition is the dispatcher's rate over that repetition's best ceiling. Latencies pool every repetition.\n\n")
-	w("| Batch | Dispatch cmd/s (min-max) | Ceiling cmd/s (min-max) | Ratio (min-max) | Target | Best pause | Dispatch p50 / p99 / p999 ms | Ceiling commit p50 / p99 / p999 ms | Samples | Dispatcher transactions per round |\n|---:|---:|---:|---:|---:|---:|---|---|---:|---:|\n")
+	w("of each repetition is the dispatcher's rate over that repetition's best ceiling. Latencies pool every repetition.\n")
+	w("The last three columns read the dispatcher's transactions through a wrapper of `Leadership.Write`: the records\n")
+	w("of one (Issued, Outcome and intake records of any command), the mean time of one (the wait for the role's write\n")
+	w("slot, produce, commit), and the share of the dispatcher side's time that a transaction was in flight.\n\n")
+	w("| Batch | Dispatch cmd/s (min-max) | Ceiling cmd/s (min-max) | Ratio (min-max) | Target | Best pause | Dispatch p50 / p99 / p999 ms | Ceiling commit p50 / p99 / p999 ms | Samples | Dispatcher transactions per round | Records per transaction | Mean transaction ms | Share of time in transactions |\n|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|\n")
 	var disp, raw, ratio, dp50, rp50, dp99, rp99, xs []float64
 	for _, p := range r.e2e {
-		w("| %d | %.0f (%.0f-%.0f) | %.0f (%.0f-%.0f) | %.2f (%.2f-%.2f) | %.1f | %s | %s / %s / %s | %s / %s / %s | %d | %.1f |\n", p.Batch,
+		w("| %d | %.0f (%.0f-%.0f) | %.0f (%.0f-%.0f) | %.2f (%.2f-%.2f) | %.1f | %s | %s / %s / %s | %s / %s / %s | %d | %.1f | %.0f | %s | %.2f |\n", p.Batch,
 			p.DispatchRate, p.DispatchSpread[0], p.DispatchSpread[1], p.CeilingRate, p.CeilSpread[0], p.CeilSpread[1],
 			p.Ratio, p.RatioMin, p.RatioMax, e2eTarget(p.Batch), p.BestPause(),
 			ceiling.Millis(p.Dispatch.P50), ceiling.Millis(p.Dispatch.P99), ceiling.Millis(p.Dispatch.P999),
-			ceiling.Millis(p.Ceiling.P50), ceiling.Millis(p.Ceiling.P99), ceiling.Millis(p.Ceiling.P999), p.Dispatch.Count, p.TxnsPerRound)
+			ceiling.Millis(p.Ceiling.P50), ceiling.Millis(p.Ceiling.P99), ceiling.Millis(p.Ceiling.P999), p.Dispatch.Count, p.TxnsPerRound,
+			ceiling.Ratio(float64(p.Writes.Records), float64(p.Writes.Writes)), ceiling.Millis(p.MeanWrite()), p.WriteShare())
 		disp, raw, ratio = append(disp, p.DispatchRate), append(raw, p.CeilingRate), append(ratio, p.Ratio)
 		dp50, rp50 = append(dp50, ms(p.Dispatch.P50)), append(rp50, ms(p.Ceiling.P50))
 		dp99, rp99 = append(dp99, ms(p.Dispatch.P99)), append(rp99, ms(p.Ceiling.P99))
@@ -511,21 +515,23 @@ func (r *report) writeLatency(w func(string, ...any)) {
 	w("its HTTP API on loopback and reads its requests topic. %d clients each submit a command, wait until the device\n", l.clients)
 	w("acted on it and its Outcome record arrived at a read_committed consumer of the log partition (the instant any\n")
 	w("reader of the log learns the outcome committed), and submit the next: by `POST /v1/commands` (answered 202 at once),\n")
-	w("or by producing the request to the requests topic. A latency starts just before the submit. In alternation with\n")
+	w("or by producing the request to the requests topic (acks=all). A latency starts just before the submit; \"accepted\"\n")
+	w("ends when the API answered or the broker acknowledged the request record. In alternation with\n")
 	w("them, the ceiling's raw producer commits transactions of %d commands (the load of the clients) at its best pause\n", l.rawBatch)
 	w("(%s); its latency is one transaction, begin to commit. Submit to outcome committed takes at least two commits\n", l.rawPause)
 	w("(the Issued record, then the Outcome record), hence the target of at most %.0f times the raw commit p99.\n\n", targetOutcomeP99)
-	w("| Path | Samples | To device p50 / p99 / p999 ms | To outcome committed p50 / p99 / p999 ms | Outcome p99 / raw commit p99 |\n|---|---:|---|---|---:|\n")
+	w("| Path | Samples | Accepted p50 / p99 ms | To device p50 / p99 / p999 ms | To outcome committed p50 / p99 / p999 ms | Outcome p99 / raw commit p99 |\n|---|---:|---|---|---|---:|\n")
 	for _, x := range []struct {
 		name string
 		res  ceiling.LatencyResult
 	}{{"HTTP API", l.http}, {"requests topic", l.topic}} {
-		w("| %s | %d | %s / %s / %s | %s / %s / %s | %.2f |\n", x.name, x.res.ToOutcome.Count,
+		w("| %s | %d | %s / %s | %s / %s / %s | %s / %s / %s | %.2f |\n", x.name, x.res.ToOutcome.Count,
+			ceiling.Millis(x.res.ToAccepted.P50), ceiling.Millis(x.res.ToAccepted.P99),
 			ceiling.Millis(x.res.ToDevice.P50), ceiling.Millis(x.res.ToDevice.P99), ceiling.Millis(x.res.ToDevice.P999),
 			ceiling.Millis(x.res.ToOutcome.P50), ceiling.Millis(x.res.ToOutcome.P99), ceiling.Millis(x.res.ToOutcome.P999),
 			ceiling.Ratio(float64(x.res.ToOutcome.P99), float64(l.raw.P99)))
 	}
-	w("| raw commit (ceiling) | %d | | %s / %s / %s (one commit) | 1.00 |\n\n", l.raw.Count/max(1, l.rawBatch),
+	w("| raw commit (ceiling) | %d | | | %s / %s / %s (one commit) | 1.00 |\n\n", l.raw.Count/max(1, l.rawBatch),
 		ceiling.Millis(l.raw.P50), ceiling.Millis(l.raw.P99), ceiling.Millis(l.raw.P999))
 	for _, x := range []struct {
 		name string
