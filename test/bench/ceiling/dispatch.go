@@ -35,6 +35,10 @@ type Dispatcher struct {
 	// Role is the role it leads.
 	Role string
 
+	// Retries counts the CONCURRENT_TRANSACTIONS answers its transport's
+	// clients met.
+	Retries *ConcurrentTxns
+
 	leadership *coordination.Leadership
 	leader     *countingLeader
 	transport  *coordination.KafkaTransport
@@ -67,7 +71,8 @@ func StartDispatcher(ctx context.Context, s DispatcherSetup) (*Dispatcher, error
 	if err != nil {
 		return nil, err
 	}
-	transport, err := coordination.NewKafkaTransport(lease, s.Brokers...)
+	retries := &ConcurrentTxns{}
+	transport, err := coordination.NewKafkaTransportWithClientOptions(lease, kgo.SeedBrokers(s.Brokers...), kgo.WithLogger(retries))
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +121,7 @@ func StartDispatcher(ctx context.Context, s DispatcherSetup) (*Dispatcher, error
 			source.Close()
 		}
 	}()
-	return &Dispatcher{D: d, Device: timing, Role: s.Role, leadership: l, leader: counting, transport: transport, cancel: stop, done: done}, nil
+	return &Dispatcher{D: d, Device: timing, Role: s.Role, Retries: retries, leadership: l, leader: counting, transport: transport, cancel: stop, done: done}, nil
 }
 
 // Transactions returns how many guarded transactions the dispatcher has

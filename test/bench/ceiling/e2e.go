@@ -77,6 +77,11 @@ type E2EResult struct {
 	// their number, records and time inside Leadership.Write. With the
 	// dispatcher's own time it says where a round's time goes.
 	Writes WriteStats
+	// DispatchRetries counts the CONCURRENT_TRANSACTIONS answers the
+	// dispatcher met during the repetitions; CeilingRetries and
+	// CeilingTxns those of the ceiling and its transactions, by pause.
+	DispatchRetries             int64
+	CeilingRetries, CeilingTxns []int64
 	// DispatchTime is the dispatcher side's time over the repetitions.
 	DispatchTime time.Duration
 }
@@ -110,7 +115,7 @@ func RunE2E(ctx context.Context, cfg E2E) (E2EResult, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	res := E2EResult{Batch: cfg.Batch, Pauses: pauses}
+	res := E2EResult{Batch: cfg.Batch, Pauses: pauses, CeilingRetries: make([]int64, len(pauses)), CeilingTxns: make([]int64, len(pauses))}
 
 	var d *Dispatcher
 	var raw *RawProducer
@@ -172,9 +177,10 @@ func RunE2E(ctx context.Context, cfg E2E) (E2EResult, error) {
 	for rep := range cfg.Reps {
 		r := E2ERep{Ceiling: make([]Summary, len(pauses))}
 		dispatchSide := func() error {
-			before := d.WriteStats()
+			before, retries := d.WriteStats(), d.Retries.Count()
 			samples, elapsed, perRound, err := runDispatch(cfg.Window)
 			delta := d.WriteStats().Sub(before)
+			res.DispatchRetries += d.Retries.Count() - retries
 			res.Writes = WriteStats{Writes: res.Writes.Writes + delta.Writes, Records: res.Writes.Records + delta.Records, InWrite: res.Writes.InWrite + delta.InWrite}
 			res.DispatchTime += elapsed
 			if err != nil {
@@ -187,10 +193,13 @@ func RunE2E(ctx context.Context, cfg E2E) (E2EResult, error) {
 		}
 		ceilingSide := func() error {
 			for i, p := range pauses {
+				retries := raw.Retries.Count()
 				s, err := runCeiling(p, cfg.Window)
 				if err != nil {
 					return fmt.Errorf("ceiling, pause %s, repetition %d: %w", p, rep+1, err)
 				}
+				res.CeilingRetries[i] += raw.Retries.Count() - retries
+				res.CeilingTxns[i] += int64(s.Count / cfg.Batch)
 				r.Ceiling[i] = s
 				if s.Rate > r.Ceiling[r.Best].Rate {
 					r.Best = i

@@ -104,6 +104,9 @@ func EncodeCommands(role string, n int) ([]CommandRecords, error) {
 // pre-encoded command records to one partition, a batch of commands per
 // transaction, one transaction after another.
 type RawProducer struct {
+	// Retries counts the CONCURRENT_TRANSACTIONS answers the producer met.
+	Retries *ConcurrentTxns
+
 	client    *kgo.Client
 	topic     string
 	partition int32
@@ -117,7 +120,8 @@ func NewRawProducer(ctx context.Context, brokers []string, topic, transactionalI
 	if len(commands) == 0 {
 		return nil, errors.New("ceiling: a raw producer needs encoded commands")
 	}
-	cl, err := kgo.NewClient(ProducerOptions(brokers, transactionalID, lease)...)
+	retries := &ConcurrentTxns{}
+	cl, err := kgo.NewClient(append(ProducerOptions(brokers, transactionalID, lease), kgo.WithLogger(retries))...)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +129,7 @@ func NewRawProducer(ctx context.Context, brokers []string, topic, transactionalI
 		cl.Close()
 		return nil, fmt.Errorf("init producer id: %w", err)
 	}
-	return &RawProducer{client: cl, topic: topic, commands: commands}, nil
+	return &RawProducer{Retries: retries, client: cl, topic: topic, commands: commands}, nil
 }
 
 // Close closes the client.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/krabka-io/krabka-dispatch/dispatch"
 	"github.com/krabka-io/krabka-dispatch/test/bench/ceiling"
 )
 
@@ -110,7 +111,11 @@ func backlogSection(ctx context.Context, o options, prefix string, newTopic func
 	if err != nil {
 		return err
 	}
-	res, err := ceiling.MeasureBacklog(ctx, o.brokers, prefix+"-backlog", logTopic, reqTopic, o.backlog)
+	var options []dispatch.Option
+	if o.backlogBatch > 0 {
+		options = append(options, dispatch.WithMaxBatchRecords(o.backlogBatch))
+	}
+	res, err := ceiling.MeasureBacklog(ctx, o.brokers, prefix+"-backlog", logTopic, reqTopic, o.backlog, options...)
 	if err != nil {
 		return err
 	}

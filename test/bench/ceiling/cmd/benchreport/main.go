@@ -69,6 +69,7 @@ type options struct {
 	prefix          string
 	history         string
 	backlog         int
+	backlogBatch    int
 	batches         []int
 	failoverTrials  int
 	handoverTrials  int
@@ -98,6 +99,7 @@ func run() error {
 	flag.IntVar(&o.reps, "reps", 7, "alternating repetitions of each throughput point")
 	flag.IntVar(&o.clients, "clients", 16, "concurrent submitters of the latency section")
 	flag.IntVar(&o.backlog, "backlog", 50000, "requests one role drains in the backlog section")
+	flag.IntVar(&o.backlogBatch, "backlog-max-batch-records", 0, "dispatch.WithMaxBatchRecords of the backlog's dispatcher (0: the default)")
 	flag.StringVar(&o.history, "history", "", "markdown fragment of the \"Cost against history\" section, included when the file exists")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run here (the e2e sides carry the pprof label side=dispatcher or side=ceiling)")
 	batches := flag.String("batches", "1,10,100,1000", "batch sizes of the end-to-end comparison")
