@@ -2,7 +2,9 @@ package ceiling
 
 import (
 	"errors"
+	"fmt"
 	"image/color"
+	"math"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -62,7 +64,14 @@ func BarPlot(file, title, yLabel string, categories []string, series []Series) e
 // LinePlot writes one line with points per series over shared X values. A
 // series may carry fewer values than x. With logX or logY that axis is
 // logarithmic, and its values must be positive.
-func LinePlot(file, title, xLabel, yLabel string, x []float64, series []Series, logX, logY bool) error {
+func LinePlot(file, title, xLabel, yLabel string, x []float64, series []Series, logX, logY bool) (err error) {
+	// gonum panics on a log axis whose range holds no positive value, as
+	// when every point was left out; say so as an error instead.
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("ceiling: plot %s: %v", file, r)
+		}
+	}()
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = xLabel
@@ -75,12 +84,13 @@ func LinePlot(file, title, xLabel, yLabel string, x []float64, series []Series, 
 		p.Y.Scale = plot.LogScale{}
 		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	}
+	drawn := 0
 	for i, s := range series {
 		pts := make(plotter.XYs, 0, len(s.Values))
 		for j, v := range s.Values {
 			// A log axis has no place for zero or below: leave such a
 			// point out rather than fail the whole plot.
-			if j < len(x) && (!logX || x[j] > 0) && (!logY || v > 0) {
+			if j < len(x) && finite(v) && (!logX || x[j] > 0) && (!logY || v > 0) {
 				pts = append(pts, plotter.XY{X: x[j], Y: v})
 			}
 		}
@@ -95,9 +105,17 @@ func LinePlot(file, title, xLabel, yLabel string, x []float64, series []Series, 
 		points.Color = palette[i%len(palette)]
 		p.Add(line, points)
 		p.Legend.Add(s.Name, line, points)
+		drawn++
+	}
+	if drawn == 0 {
+		// Nothing to draw: give the axes a range a log scale accepts.
+		p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 1, 10, 1, 10
 	}
 	p.Legend.Top = true
 	p.Legend.Left = true
 	p.Add(plotter.NewGrid())
 	return p.Save(plotWidth, plotHeight, file)
 }
+
+// finite reports whether v is neither NaN nor infinite.
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

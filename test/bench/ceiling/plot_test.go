@@ -17,7 +17,13 @@ func TestPlotsWritePNG(t *testing.T) {
 	if err := LinePlot(line, "t", "x", "y", []float64{1, 10, 100}, []Series{{"a", []float64{1, 2, 3}}}, true, true); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{bar, line} {
+	// A log plot with nothing positive to draw is a plot of empty axes,
+	// not a panic.
+	empty := filepath.Join(dir, "empty.png")
+	if err := LinePlot(empty, "t", "x", "y", []float64{1, 10}, []Series{{"a", []float64{0, 0}}}, true, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{bar, line, empty} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -67,26 +68,25 @@ func (r *report) write() error {
 		w("\n")
 	}
 	r.writeSummary(w)
-	if err := r.writeE2E(w); err != nil {
-		return err
+	// A section whose plot fails keeps its table; the failure is listed at
+	// the end and fails the run.
+	var plotErrs []error
+	plotted := func(err error) {
+		if err != nil {
+			plotErrs = append(plotErrs, err)
+		}
 	}
+	plotted(r.writeE2E(w))
 	r.writeLatency(w)
 	r.writeBacklog(w)
-	if err := r.writeMQTT(w); err != nil {
-		return err
-	}
-	if err := r.writeModbus(w); err != nil {
-		return err
-	}
-	if err := r.writeFailover(w); err != nil {
-		return err
-	}
-	if err := r.writeHandover(w); err != nil {
-		return err
-	}
+	plotted(r.writeMQTT(w))
+	plotted(r.writeModbus(w))
+	plotted(r.writeFailover(w))
+	plotted(r.writeHandover(w))
 	r.writeMemory(w)
-	if err := r.writeRoles(w); err != nil {
-		return err
+	plotted(r.writeRoles(w))
+	if len(plotErrs) > 0 {
+		w("**Plots that failed in this run:** %v\n\n", errors.Join(plotErrs...))
 	}
 	r.writeHistory(w)
 	w("## How to reproduce\n\n")
@@ -97,7 +97,10 @@ func (r *report) write() error {
 	w("%d repetitions, batches %v, %d latency clients, a backlog of %d, %d crash and %d handover trials, roles %v observed %s each,\n",
 		r.opts.reps, r.opts.batches, r.opts.clients, r.opts.backlog, r.opts.failoverTrials, r.opts.handoverTrials, r.opts.roles, r.opts.rolesWindow)
 	w("%d pending commands, seed %d.\n", r.opts.pending, r.opts.seed)
-	return os.WriteFile(r.opts.out, []byte(b.String()), 0o644)
+	if err := os.WriteFile(r.opts.out, []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	return errors.Join(plotErrs...)
 }
 
 func paren(s string) string {

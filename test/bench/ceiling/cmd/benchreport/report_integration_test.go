@@ -88,10 +88,18 @@ func TestQuickRunWritesEveryTable(t *testing.T) {
 			t.Errorf("e2e row %q: dispatch %v, ceiling %v, ratio %v", row, dispatch, ceil, ratio)
 		}
 	}
-	// Every latency row: p50 above zero, p99 at or above it.
+	// Every latency row: accepted, to device and to outcome, each p50
+	// above zero and the finer quantiles at or above it; the outcome
+	// after the device.
 	for _, row := range firstTable(report, "## Latency end to end")[:2] {
 		cells := strings.Split(strings.Trim(row, "|"), "|")
-		for _, c := range cells[2:4] {
+		if q := numbers(cells[2]); len(q) != 2 || !(q[0] > 0 && q[1] >= q[0]) {
+			t.Errorf("latency row %q: accepted %v", row, q)
+		}
+		if dev, out := numbers(cells[3]), numbers(cells[4]); len(dev) == 3 && len(out) == 3 && out[0] < dev[0] {
+			t.Errorf("latency row %q: outcome p50 %v before the device p50 %v", row, out[0], dev[0])
+		}
+		for _, c := range cells[3:5] {
 			q := numbers(c)
 			if len(q) != 3 || !(q[0] > 0 && q[1] >= q[0] && q[2] >= q[1]) {
 				t.Errorf("latency row %q: quantiles %v", row, q)
