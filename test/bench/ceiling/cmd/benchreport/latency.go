@@ -16,7 +16,6 @@ type latencyResult struct {
 	raw         ceiling.Summary
 	rawBatch    int
 	rawPause    time.Duration
-	backlog     *ceiling.BacklogResult
 }
 
 // latencySection times commands from submit, through a real member's HTTP
