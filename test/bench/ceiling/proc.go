@@ -160,3 +160,25 @@ func Threads(pid int) (int, error) {
 	n, err := statusKB(fmt.Sprintf("/proc/%d/status", pid), "Threads:")
 	return int(n), err
 }
+
+// OpenFilesLimit returns the soft limit of open files of a process, from
+// /proc/<pid>/limits; zero when it is unlimited.
+func OpenFilesLimit(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", pid))
+	if err != nil {
+		return 0, fmt.Errorf("process %d: %w", pid, err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Max open files"); ok {
+			fields := strings.Fields(rest)
+			if len(fields) == 0 {
+				break
+			}
+			if fields[0] == "unlimited" {
+				return 0, nil
+			}
+			return strconv.ParseInt(fields[0], 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("process %d: no open files limit", pid)
+}

@@ -91,3 +91,10 @@ func TestSegmentsToCountsOwnConnection(t *testing.T) {
 		}
 	}
 }
+
+func TestOpenFilesLimitOfThisProcess(t *testing.T) {
+	n, err := OpenFilesLimit(os.Getpid())
+	if err != nil || n < 0 {
+		t.Errorf("limit %d, %v", n, err)
+	}
+}

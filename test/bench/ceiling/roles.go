@@ -80,6 +80,10 @@ type RolesResult struct {
 	Sockets, FDs, Threads int
 	Goroutines            int64
 
+	// MaxFiles is the process's soft limit of open files; zero when
+	// unlimited.
+	MaxFiles int64
+
 	// Dispatchers reports whether every role ran a dispatcher.
 	Dispatchers bool
 }
@@ -157,6 +161,9 @@ func MeasureRoles(ctx context.Context, cfg Roles, n int) (RolesResult, error) {
 		return res, err
 	}
 	if res.Threads, err = Threads(h.PID()); err != nil {
+		return res, err
+	}
+	if res.MaxFiles, err = OpenFilesLimit(h.PID()); err != nil {
 		return res, err
 	}
 	for op, c := range ops1 {

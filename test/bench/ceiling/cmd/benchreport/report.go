@@ -502,9 +502,15 @@ func (r *report) writeRoles(w func(string, ...any)) error {
 		perRole := ceiling.Ratio(float64(b.Sockets-a.Sockets), float64(b.Roles-a.Roles))
 		if perRole > 0 {
 			w("Each further role costs %.1f sockets (from %d to %d roles): every role has a transactional producer and a request\n", perRole, a.Roles, b.Roles)
-			w("source of its own, each a franz-go client with its own connections. Under a limit of 1024 open files (the usual\n")
-			w("default soft limit) that puts the bound near %.0f roles per process; under 65536, near %.0f.\n\n",
-				ceiling.Ratio(1024-float64(a.FDs), perRole)+float64(a.Roles), ceiling.Ratio(65536-float64(a.FDs), perRole)+float64(a.Roles))
+			w("source of its own, each a franz-go client with its own connections, so open files bound the roles of a process.\n")
+			if b.MaxFiles > 0 {
+				w("Under this process's limit of %d open files the bound is near %.0f roles; under 1024 (a usual default soft\n", b.MaxFiles,
+					ceiling.Ratio(float64(b.MaxFiles)-float64(a.FDs), perRole)+float64(a.Roles))
+				w("limit), near %.0f.\n\n", ceiling.Ratio(1024-float64(a.FDs), perRole)+float64(a.Roles))
+			} else {
+				w("The process has no limit of open files; under 1024 (a usual default soft limit) the bound would be near %.0f roles.\n\n",
+					ceiling.Ratio(1024-float64(a.FDs), perRole)+float64(a.Roles))
+			}
 		}
 	}
 	file, link := r.opts.imgPath("roles.png")
