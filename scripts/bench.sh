@@ -2,7 +2,7 @@
 # Measures the performance claims and rewrites docs/PERFORMANCE.md and the
 # plots in docs/img/ (test/bench/ceiling/cmd/benchreport).
 #
-#   scripts/bench.sh                          every section, about half an hour
+#   scripts/bench.sh                          every section, about twenty minutes
 #   scripts/bench.sh -quick                   every section, fewer trials
 #   scripts/bench.sh -only failover,handover  some sections
 #
