@@ -248,3 +248,41 @@ func MeasureLatency(ctx context.Context, m *Member, w *OutcomeWatcher, submit Su
 	}
 	return LatencyResult{ToAccepted: Summarize(acc, elapsed), ToDevice: Summarize(dev, elapsed), ToOutcome: Summarize(out, elapsed)}, nil
 }
+
+// MeasureIntakeRead times the requests topic alone, one request at a time
+// for window: from the instant before a request is produced (as
+// TopicSubmitter does) until a dispatch.KafkaRequestSource reading the
+// partition returns it. It is the part of the requests-topic path before
+// the dispatcher takes the command.
+func MeasureIntakeRead(ctx context.Context, brokers []string, topic string, window time.Duration) (Summary, error) {
+	submit, closeSubmit, err := TopicSubmitter(brokers, topic)
+	if err != nil {
+		return Summary{}, err
+	}
+	defer closeSubmit()
+	source, err := dispatch.NewKafkaRequestSource(brokers)
+	if err != nil {
+		return Summary{}, err
+	}
+	defer source.Close()
+	tp := coordination.TopicPartition{Topic: topic}
+	next := int64(0)
+	return SerialLoop(ctx, window, func(ctx context.Context, i int) error {
+		cmd := BenchCommand("intake", "intake", i, time.Now())
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := submit(rctx, cmd); err != nil {
+			return err
+		}
+		for {
+			recs, err := source.ReadRequests(rctx, tp, next)
+			if err != nil {
+				return err
+			}
+			next = recs[len(recs)-1].Offset + 1
+			if string(recs[len(recs)-1].Key) == cmd.ID {
+				return nil
+			}
+		}
+	})
+}

@@ -16,14 +16,15 @@ type latencyResult struct {
 	raw         ceiling.Summary
 	rawBatch    int
 	rawPause    time.Duration
+	intakeRead  ceiling.Summary
 }
 
 // latencySection times commands from submit, through a real member's HTTP
 // API and through the requests topic, to the device acting and to the
 // outcome committed, in alternation with the raw commit of the ceiling.
 func latencySection(ctx context.Context, o options, prefix string, newTopic func(string) (string, error), rep *report) error {
-	var topics [3]string
-	for i, kind := range []string{"log", "req", "raw"} {
+	var topics [4]string
+	for i, kind := range []string{"log", "req", "raw", "intake"} {
 		name, err := newTopic("lat-" + kind)
 		if err != nil {
 			return err
@@ -72,7 +73,7 @@ func latencySection(ctx context.Context, o options, prefix string, newTopic func
 	if _, err := ceiling.MeasureLatency(ctx, m, w, viaHTTP, role, "warm", o.clients, o.warmup); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
-	var httpAcc, httpDev, httpOut, topicAcc, topicDev, topicOut, raws []ceiling.Summary
+	var httpAcc, httpDev, httpOut, topicAcc, topicDev, topicOut, raws, intakes []ceiling.Summary
 	for i := range o.reps {
 		h, err := ceiling.MeasureLatency(ctx, m, w, viaHTTP, role, fmt.Sprintf("http%d", i), o.clients, o.point)
 		if err != nil {
@@ -86,6 +87,11 @@ func latencySection(ctx context.Context, o options, prefix string, newTopic func
 		if err != nil {
 			return fmt.Errorf("raw commit: %w", err)
 		}
+		in, err := ceiling.MeasureIntakeRead(ctx, o.brokers, topics[3], o.point)
+		if err != nil {
+			return fmt.Errorf("requests topic read alone: %w", err)
+		}
+		intakes = append(intakes, in)
 		httpAcc, httpDev, httpOut = append(httpAcc, h.ToAccepted), append(httpDev, h.ToDevice), append(httpOut, h.ToOutcome)
 		topicAcc, topicDev, topicOut = append(topicAcc, t.ToAccepted), append(topicDev, t.ToDevice), append(topicOut, t.ToOutcome)
 		raws = append(raws, r)
@@ -95,6 +101,7 @@ func latencySection(ctx context.Context, o options, prefix string, newTopic func
 	res.http = ceiling.LatencyResult{ToAccepted: ceiling.Pool(httpAcc...), ToDevice: ceiling.Pool(httpDev...), ToOutcome: ceiling.Pool(httpOut...)}
 	res.topic = ceiling.LatencyResult{ToAccepted: ceiling.Pool(topicAcc...), ToDevice: ceiling.Pool(topicDev...), ToOutcome: ceiling.Pool(topicOut...)}
 	res.raw = ceiling.Pool(raws...)
+	res.intakeRead = ceiling.Pool(intakes...)
 	rep.latency = res
 	return nil
 }

@@ -548,8 +548,10 @@ func (r *report) writeLatency(w func(string, ...any)) {
 			ceiling.Millis(x.res.ToOutcome.P50), ceiling.Millis(x.res.ToOutcome.P99), ceiling.Millis(x.res.ToOutcome.P999),
 			ceiling.Ratio(float64(x.res.ToOutcome.P99), float64(l.raw.P99)))
 	}
-	w("| raw commit (ceiling) | %d | | | %s / %s / %s (one commit) | 1.00 |\n\n", l.raw.Count/max(1, l.rawBatch),
+	w("| raw commit (ceiling) | %d | | | %s / %s / %s (one commit) | 1.00 |\n", l.raw.Count/max(1, l.rawBatch),
 		ceiling.Millis(l.raw.P50), ceiling.Millis(l.raw.P99), ceiling.Millis(l.raw.P999))
+	w("| requests topic read alone (produce, then `KafkaRequestSource` returns it) | %d | | %s / %s / %s | | |\n\n", l.intakeRead.Count,
+		ceiling.Millis(l.intakeRead.P50), ceiling.Millis(l.intakeRead.P99), ceiling.Millis(l.intakeRead.P999))
 	for _, x := range []struct {
 		name string
 		res  ceiling.LatencyResult
