@@ -22,7 +22,7 @@ RELEASE_OUT ?= bin/dispatcher
 # too.
 BENCH_MODULE := test/bench
 
-.PHONY: test test-unit lint fmt deps release bench bench-quick bench-dispatch chaos fuzz cluster-start cluster-stop
+.PHONY: test test-unit lint fmt deps release bench bench-quick chaos fuzz cluster-start cluster-stop
 
 test:
 	bash scripts/test.sh
@@ -54,17 +54,14 @@ release:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.commitTime=$(COMMIT_TIME)" -o $(RELEASE_OUT) ./cmd/dispatcher
 
 # bench measures every performance claim against a ceiling of the same run
-# and rewrites docs/PERFORMANCE.md with its plots (about ten minutes).
+# and rewrites docs/PERFORMANCE.md with its plots (about twenty minutes);
+# bench-quick runs the same sections with fewer repetitions and trials
+# (about eight minutes).
 bench:
 	bash scripts/bench.sh
 
 bench-quick:
 	bash scripts/bench.sh -quick
-
-# bench-dispatch compares the dispatcher end to end with raw transactional
-# produce of the same records at a batch of 100 on the real cluster.
-bench-dispatch: cluster-start
-	. .run/kafka/env && cd $(BENCH_MODULE) && $(GO) run ./ceiling/cmd/benchdispatch -batch 100 -commands 5000 -min-ratio 0.7
 
 # chaos kills, pauses and restarts members and brokers for DURATION, then
 # proves the dispatch guarantees from the devices' records and the log.

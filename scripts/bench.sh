@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Measures the performance claims and rewrites docs/PERFORMANCE.md and the
-# plots in docs/img/ (test/bench/measure/cmd/benchreport).
+# plots in docs/img/ (test/bench/ceiling/cmd/benchreport).
 #
-#   scripts/bench.sh                          every section, about ten minutes
+#   scripts/bench.sh                          every section, about twenty minutes
 #   scripts/bench.sh -quick                   every section, fewer trials
 #   scripts/bench.sh -only failover,handover  some sections
+#
+# When test/bench/history exists, its cmd/benchhistory writes the markdown of
+# the "Cost against history" section, which replaces what lies between the
+# report's cost-against-history markers.
 #
 # It starts the Kafka cluster and Mosquitto when they are not running (and
 # stops what it started at the end), as scripts/test.sh does, and builds the
@@ -43,5 +47,19 @@ done
 bin=$root/.run/bench
 mkdir -p "$bin"
 # The tools live in the module of their own under test/bench.
-(cd test/bench && go build -o "$bin/holder" ./measure/cmd/holder && go build -o "$bin/benchreport" ./measure/cmd/benchreport)
+(cd test/bench && go build -o "$bin/holder" ./ceiling/cmd/holder && go build -o "$bin/benchreport" ./ceiling/cmd/benchreport)
 "$bin/benchreport" -holder-bin "$bin/holder" -out docs/PERFORMANCE.md -img docs/img "$@"
+
+if [ -d test/bench/history ]; then
+	fragment=$bin/history.md
+	rm -f "$fragment"
+	(cd test/bench && go run ./history/cmd/benchhistory -out "$fragment")
+	if [ -s "$fragment" ]; then
+		awk -v fragment="$fragment" '
+			$0 == "<!-- cost-against-history:begin -->" { print; while ((getline line < fragment) > 0) print line; skip = 1; next }
+			$0 == "<!-- cost-against-history:end -->" { skip = 0 }
+			!skip { print }
+		' docs/PERFORMANCE.md >"$bin/PERFORMANCE.md"
+		mv "$bin/PERFORMANCE.md" docs/PERFORMANCE.md
+	fi
+fi

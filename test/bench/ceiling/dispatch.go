@@ -2,146 +2,481 @@ package ceiling
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// noopDevice does nothing, and notes when each command reached it.
-type noopDevice struct {
-	mu sync.Mutex
-	at map[string]time.Time
+// BenchDevice is the device name the dispatcher measurements register.
+const BenchDevice = "bench"
+
+// BenchLease is the lease of every measured dispatcher's role, and so the
+// transaction timeout of its producer and of the raw ceiling's.
+const BenchLease = 10 * time.Second
+
+// Dispatcher is a leader with a running dispatch.Dispatcher, set up for a
+// measurement on one fresh role whose log and requests topics have one
+// partition each.
+type Dispatcher struct {
+	// D is the dispatcher.
+	D *dispatch.Dispatcher
+
+	// Device is the timing device that wraps the measured one.
+	Device *TimingDevice
+
+	// Role is the role it leads.
+	Role string
+
+	// Retries counts the CONCURRENT_TRANSACTIONS answers its transport's
+	// clients met.
+	Retries *ConcurrentTxns
+
+	leadership *coordination.Leadership
+	leader     *countingLeader
+	transport  *coordination.KafkaTransport
+	cancel     context.CancelFunc
+	done       chan error
 }
 
-func (d *noopDevice) Dispatch(_ context.Context, cmd dispatch.Command, _ coordination.FencingToken) (dispatch.Result, error) {
-	now := time.Now()
-	d.mu.Lock()
-	d.at[cmd.ID] = now
-	d.mu.Unlock()
-	return dispatch.Result{}, nil
+// DispatcherSetup describes a Dispatcher to start.
+type DispatcherSetup struct {
+	Brokers []string
+
+	// Role, LogTopic and RequestsTopic name the role and its two topics;
+	// the caller creates the topics with one partition.
+	Role, LogTopic, RequestsTopic string
+
+	// Device is the measured device; nil is a device that does nothing.
+	Device dispatch.Device
+
+	// Intake, when set, makes the dispatcher read the requests topic.
+	Intake bool
+
+	// Options are passed to dispatch.NewDispatcher after the topics.
+	Options []dispatch.Option
 }
 
-func (d *noopDevice) reachedAt(id string) (time.Time, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	t, ok := d.at[id]
-	return t, ok
-}
-
-// countingLeader counts the transactions and records of a leadership while
-// measuring is closed.
-type countingLeader struct {
-	*coordination.Leadership
-	measuring <-chan struct{}
-
-	mu      sync.Mutex
-	txns    int
-	records int
-}
-
-func (l *countingLeader) Write(ctx context.Context, build func(coordination.FencingToken) ([]coordination.GuardedRecord, error)) (coordination.FencingToken, error) {
-	n := 0
-	token, err := l.Leadership.Write(ctx, func(t coordination.FencingToken) ([]coordination.GuardedRecord, error) {
-		recs, err := build(t)
-		n = len(recs)
-		return recs, err
-	})
-	select {
-	case <-l.measuring:
-		if err == nil {
-			l.mu.Lock()
-			l.txns++
-			l.records += n
-			l.mu.Unlock()
-		}
-	default:
-	}
-	return token, err
-}
-
-// runDispatcher runs the dispatcher side: a leadership of a fresh role over
-// the Kafka transport, a Dispatcher with the no-op device, and Submit.
-func runDispatcher(ctx context.Context, cfg Config) (Side, error) {
-	logTopic, requestsTopic, drop, err := topicSet(ctx, cfg.Brokers, "bench-dispatch")
+// StartDispatcher takes the role and runs a dispatcher for it. Close stops
+// it.
+func StartDispatcher(ctx context.Context, s DispatcherSetup) (*Dispatcher, error) {
+	lease, err := coordination.NewLeaseConfig(BenchLease, 3*time.Second, time.Second)
 	if err != nil {
-		return Side{}, err
+		return nil, err
 	}
-	defer drop()
-	lease, err := coordination.NewLeaseConfig(10*time.Second, 3*time.Second, time.Second)
+	retries := &ConcurrentTxns{}
+	transport, err := coordination.NewKafkaTransportWithClientOptions(lease, kgo.SeedBrokers(s.Brokers...), kgo.WithLogger(retries))
 	if err != nil {
-		return Side{}, err
+		return nil, err
 	}
-	transport, err := coordination.NewKafkaTransport(lease, cfg.Brokers...)
+	role, err := coordination.NewRole(s.Role)
 	if err != nil {
-		return Side{}, err
+		transport.Close()
+		return nil, err
 	}
-	defer transport.Close()
-	role, err := coordination.NewRole(logTopic)
-	if err != nil {
-		return Side{}, err
-	}
-	member, _ := coordination.NewMemberID(benchMember)
+	member, _ := coordination.NewMemberID("bench")
 	actx, cancel := context.WithTimeout(ctx, time.Minute)
 	l, err := coordination.AcquireLeadership(actx, transport, role, member,
 		coordination.WithLeaseConfig(lease), coordination.WithPollInterval(100*time.Millisecond))
 	cancel()
 	if err != nil {
-		return Side{}, fmt.Errorf("acquire the role: %w", err)
+		transport.Close()
+		return nil, err
 	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = l.Resign(rctx)
-		cancel()
-	}()
-	measuring := make(chan struct{})
-	leader := &countingLeader{Leadership: l, measuring: measuring}
-	device := &noopDevice{at: make(map[string]time.Time)}
+	timing := &TimingDevice{Inner: s.Device}
 	registry := dispatch.NewRegistry()
-	if err := registry.Register(benchDevice, device); err != nil {
-		return Side{}, err
+	if err := registry.Register(BenchDevice, timing); err != nil {
+		transport.Close()
+		return nil, err
 	}
-	logReader, err := dispatch.NewKafkaLogReader(cfg.Brokers)
-	if err != nil {
-		return Side{}, err
-	}
-	d, err := dispatch.NewDispatcher(leader, registry, logReader,
-		dispatch.WithLogTopic(logTopic, 1), dispatch.WithRequestsTopic(requestsTopic, 1),
-		dispatch.WithMaxBatchRecords(cfg.Batch), dispatch.WithMaxQueued(4*cfg.Submitters))
-	if err != nil {
-		return Side{}, err
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	runErr := make(chan error, 1)
-	go func() { runErr <- d.Run(runCtx) }()
-	defer func() {
-		stop()
-		<-runErr
-	}()
-
-	submit := func(i int) (time.Duration, error) {
-		cmd := benchCommand(i, cfg.Payload, time.Now())
-		start := time.Now()
-		out, err := d.Submit(ctx, cmd)
+	opts := []dispatch.Option{dispatch.WithLogTopic(s.LogTopic, 1), dispatch.WithRequestsTopic(s.RequestsTopic, 1)}
+	var source *dispatch.KafkaRequestSource
+	if s.Intake {
+		source, err = dispatch.NewKafkaRequestSource(s.Brokers)
 		if err != nil {
+			transport.Close()
+			return nil, err
+		}
+		opts = append(opts, dispatch.WithRequestSource(source))
+	}
+	opts = append(opts, s.Options...)
+	counting := &countingLeader{Leadership: l}
+	d, err := dispatch.NewDispatcher(counting, registry, logReaderOf(s.Brokers), opts...)
+	if err != nil {
+		transport.Close()
+		return nil, err
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- d.Run(runCtx)
+		if source != nil {
+			source.Close()
+		}
+	}()
+	return &Dispatcher{D: d, Device: timing, Role: s.Role, Retries: retries, leadership: l, leader: counting, transport: transport, cancel: stop, done: done}, nil
+}
+
+// Transactions returns how many guarded transactions the dispatcher has
+// written so far (lease renewals not included).
+func (d *Dispatcher) Transactions() int64 { return d.leader.writes.Load() }
+
+// WriteStats are the dispatcher's guarded transactions so far.
+type WriteStats struct {
+	// Writes is their number, Records the records they carried, and
+	// InWrite the time spent inside Leadership.Write (waiting for the
+	// write slot, produce, commit).
+	Writes, Records int64
+	InWrite         time.Duration
+}
+
+// Sub returns the difference of two snapshots.
+func (s WriteStats) Sub(o WriteStats) WriteStats {
+	return WriteStats{Writes: s.Writes - o.Writes, Records: s.Records - o.Records, InWrite: s.InWrite - o.InWrite}
+}
+
+// WriteStats returns a snapshot of the dispatcher's guarded transactions.
+func (d *Dispatcher) WriteStats() WriteStats {
+	return WriteStats{Writes: d.leader.writes.Load(), Records: d.leader.records.Load(), InWrite: time.Duration(d.leader.inWrite.Load())}
+}
+
+// countingLeader counts the dispatcher's guarded transactions, their
+// records and the time they took.
+type countingLeader struct {
+	*coordination.Leadership
+	writes, records, inWrite atomic.Int64
+}
+
+// Write implements dispatch.Leader.
+func (c *countingLeader) Write(ctx context.Context, build func(coordination.FencingToken) ([]coordination.GuardedRecord, error)) (coordination.FencingToken, error) {
+	c.writes.Add(1)
+	start := time.Now()
+	token, err := c.Leadership.Write(ctx, func(t coordination.FencingToken) ([]coordination.GuardedRecord, error) {
+		recs, err := build(t)
+		c.records.Add(int64(len(recs)))
+		return recs, err
+	})
+	c.inWrite.Add(int64(time.Since(start)))
+	return token, err
+}
+
+// Close halts the dispatcher, resigns the role and closes the transport.
+func (d *Dispatcher) Close() {
+	d.cancel()
+	<-d.done
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = d.leadership.Resign(ctx)
+	cancel()
+	d.transport.Close()
+}
+
+// TimingDevice wraps a device and records the instant each command's
+// Dispatch returned successfully.
+type TimingDevice struct {
+	// Inner is the measured device; nil acts at once.
+	Inner dispatch.Device
+
+	arrivals Arrivals
+}
+
+// Dispatch implements dispatch.Device.
+func (t *TimingDevice) Dispatch(ctx context.Context, cmd dispatch.Command, token coordination.FencingToken) (dispatch.Result, error) {
+	var res dispatch.Result
+	if t.Inner != nil {
+		var err error
+		if res, err = t.Inner.Dispatch(ctx, cmd, token); err != nil {
+			return res, err
+		}
+	}
+	t.arrivals.Note(cmd.ID, time.Now())
+	return res, nil
+}
+
+// DispatchUnder implements dispatch.AuthorityDevice, so that a fencing
+// inner device receives the leadership's term; an inner device without it
+// receives the token alone.
+func (t *TimingDevice) DispatchUnder(ctx context.Context, cmd dispatch.Command, authority coordination.Authority) (dispatch.Result, error) {
+	var res dispatch.Result
+	if inner, ok := t.Inner.(dispatch.AuthorityDevice); ok {
+		var err error
+		if res, err = inner.DispatchUnder(ctx, cmd, authority); err != nil {
+			return res, err
+		}
+		t.arrivals.Note(cmd.ID, time.Now())
+		return res, nil
+	}
+	return t.Dispatch(ctx, cmd, authority.Token)
+}
+
+// Wait returns the instant the command was dispatched, waiting for it until
+// ctx ends.
+func (t *TimingDevice) Wait(ctx context.Context, id string) (time.Time, error) {
+	at, err := t.arrivals.Wait(ctx, id)
+	if err != nil {
+		return at, fmt.Errorf("command %s not dispatched: %w", id, err)
+	}
+	return at, nil
+}
+
+// Count returns how many commands the device has acted on.
+func (t *TimingDevice) Count() int { return t.arrivals.Count() }
+
+// Arrivals notes the instant each id arrived and lets a caller wait for one.
+// Each arrival is handed to one Wait, which forgets it. The zero value is
+// ready to use.
+type Arrivals struct {
+	mu      sync.Mutex
+	at      map[string]time.Time
+	waiters map[string]chan struct{}
+	count   int
+	first   time.Time
+	last    time.Time
+}
+
+// Note records that id arrived at the instant at.
+func (a *Arrivals) Note(id string, at time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.at == nil {
+		a.at = map[string]time.Time{}
+	}
+	a.at[id] = at
+	a.count++
+	if a.first.IsZero() {
+		a.first = at
+	}
+	a.last = at
+	if w, ok := a.waiters[id]; ok {
+		close(w)
+		delete(a.waiters, id)
+	}
+}
+
+// Count returns how many arrivals were noted.
+func (a *Arrivals) Count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.count
+}
+
+// Span returns the first and the last instant noted.
+func (a *Arrivals) Span() (first, last time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.first, a.last
+}
+
+// Wait returns the instant id arrived, waiting for it until ctx ends.
+func (a *Arrivals) Wait(ctx context.Context, id string) (time.Time, error) {
+	a.mu.Lock()
+	if at, ok := a.at[id]; ok {
+		delete(a.at, id)
+		a.mu.Unlock()
+		return at, nil
+	}
+	if a.waiters == nil {
+		a.waiters = map[string]chan struct{}{}
+	}
+	w, ok := a.waiters[id]
+	if !ok {
+		w = make(chan struct{})
+		a.waiters[id] = w
+	}
+	a.mu.Unlock()
+	select {
+	case <-w:
+	case <-ctx.Done():
+		return time.Time{}, ctx.Err()
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	at := a.at[id]
+	delete(a.at, id)
+	return at, nil
+}
+
+// BenchCommand is the i-th command of a measurement: a 64-byte payload to
+// BenchDevice, the shape the raw ceiling writes too.
+func BenchCommand(role, prefix string, i int, now time.Time) dispatch.Command {
+	return dispatch.Command{
+		ID: fmt.Sprintf("%s-%08d", prefix, i), Role: role, Device: BenchDevice, Action: "set",
+		Payload: []byte(strings.Repeat("x", 64)), SubmittedAt: now, Deadline: now.Add(time.Minute),
+	}
+}
+
+// MeasureSubmit submits batches of commands through Submit, all of a batch
+// at once, and waits until the device has been driven for every one of
+// them before the next batch starts. A latency is from the start of the
+// batch to the device's return: durable in the quorum, then driven. The
+// outcomes commit in the background, in the same transactions as later
+// batches.
+//
+// It also returns the mean number of transactions the dispatcher wrote per
+// round, outcomes included.
+func MeasureSubmit(ctx context.Context, d *Dispatcher, batch int, duration time.Duration, prefix string) (Summary, float64, error) {
+	samples, elapsed, perRound, err := measureSubmit(ctx, d, batch, duration, prefix, 0)
+	if err != nil {
+		return Summary{}, 0, err
+	}
+	return Summarize(samples, elapsed), perRound, nil
+}
+
+// measureSubmit is MeasureSubmit that returns the samples and numbers its
+// commands from first.
+func measureSubmit(ctx context.Context, d *Dispatcher, batch int, duration time.Duration, prefix string, first int) ([]time.Duration, time.Duration, float64, error) {
+	if batch < 1 {
+		return nil, 0, 0, errors.New("ceiling: batch below 1")
+	}
+	txns0, rounds := d.Transactions(), 0
+	var samples []time.Duration
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	n := first
+	start := time.Now()
+	for time.Since(start) < duration {
+		rounds++
+		began := time.Now()
+		ids := make([]string, batch)
+		for i := range ids {
+			cmd := BenchCommand(d.Role, prefix, n, began)
+			n++
+			ids[i] = cmd.ID
+			wg.Go(func() {
+				sctx, cancel := context.WithTimeout(ctx, time.Minute)
+				defer cancel()
+				if _, err := d.D.Submit(sctx, cmd); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			})
+		}
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		for _, id := range ids {
+			at, err := d.Device.Wait(wctx, id)
+			if err != nil {
+				cancel()
+				wg.Wait()
+				select {
+				case serr := <-errs:
+					return nil, 0, 0, fmt.Errorf("%w (submit: %w)", err, serr)
+				default:
+					return nil, 0, 0, err
+				}
+			}
+			samples = append(samples, at.Sub(began))
+		}
+		cancel()
+	}
+	elapsed := time.Since(start)
+	perRound := float64(d.Transactions()-txns0) / float64(max(1, rounds))
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return nil, 0, 0, fmt.Errorf("submit: %w", err)
+	default:
+	}
+	return samples, elapsed, perRound, nil
+}
+
+// PendingMemory measures the heap that the dispatcher holds per pending
+// command: it makes the device block, feeds n commands through the
+// requests topic, waits until the dispatcher knows all of them (one in the
+// device, the rest issued and waiting in the device's lane), and compares
+// the live heap before and after. The caller's dispatcher must read intake
+// and wrap a BlockingDevice.
+func PendingMemory(ctx context.Context, d *Dispatcher, block *BlockingDevice, brokers []string, requestsTopic string, n int) (perCommand float64, err error) {
+	before := liveHeap()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(requestsTopic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequestTimeoutOverhead(DefaultRequestTimeout))
+	if err != nil {
+		return 0, err
+	}
+	now := time.Now()
+	var last string
+	for i := range n {
+		cmd := BenchCommand(d.Role, "mem", i, now)
+		cmd.Deadline = now.Add(10 * time.Minute)
+		value, err := dispatch.EncodeRequest(cmd)
+		if err != nil {
+			cl.Close()
 			return 0, err
 		}
-		if out.Status != dispatch.StatusSucceeded {
-			return 0, fmt.Errorf("command %s: %s: %s", cmd.ID, out.Status, out.Reason)
-		}
-		at, ok := device.reachedAt(cmd.ID)
-		if !ok {
-			return 0, fmt.Errorf("command %s succeeded without reaching the device", cmd.ID)
-		}
-		return at.Sub(start), nil
+		cl.Produce(ctx, &kgo.Record{Key: []byte(cmd.ID), Value: value, Partition: 0}, nil)
+		last = cmd.ID
 	}
-	latencies, elapsed, err := closedLoop(ctx, cfg, measuring, submit)
-	if err != nil {
-		return Side{}, err
+	if err := cl.Flush(ctx); err != nil {
+		cl.Close()
+		return 0, err
 	}
-	leader.mu.Lock()
-	defer leader.mu.Unlock()
-	return summarize("dispatcher", latencies, elapsed, leader.txns, leader.records), nil
+	cl.Close()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if _, ok := d.D.Lookup(last); ok && block.Blocked() {
+			break
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("the dispatcher did not take in %d commands in 2 minutes", n)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	after := liveHeap()
+	block.Release()
+	return float64(after-before) / float64(n), nil
 }
+
+// liveHeap returns the heap in use after a collection.
+func liveHeap() int64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}
+
+// BlockingDevice blocks every Dispatch until Release, so that commands
+// pile up pending.
+type BlockingDevice struct {
+	once    sync.Once
+	release chan struct{}
+	mu      sync.Mutex
+	blocked bool
+}
+
+// NewBlockingDevice returns a device that blocks until Release.
+func NewBlockingDevice() *BlockingDevice { return &BlockingDevice{release: make(chan struct{})} }
+
+// Dispatch implements dispatch.Device.
+func (b *BlockingDevice) Dispatch(ctx context.Context, _ dispatch.Command, _ coordination.FencingToken) (dispatch.Result, error) {
+	b.mu.Lock()
+	b.blocked = true
+	b.mu.Unlock()
+	select {
+	case <-b.release:
+		return dispatch.Result{}, nil
+	case <-ctx.Done():
+		return dispatch.Result{}, ctx.Err()
+	}
+}
+
+// Blocked reports whether a Dispatch has started.
+func (b *BlockingDevice) Blocked() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.blocked
+}
+
+// Release lets every Dispatch return.
+func (b *BlockingDevice) Release() { b.once.Do(func() { close(b.release) }) }

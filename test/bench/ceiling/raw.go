@@ -4,227 +4,191 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// pending is one command waiting for the raw side's next transaction.
-type pending struct {
-	records []*kgo.Record
-	at      time.Time
-	done    chan time.Time
-}
+// DefaultPauses are the pauses after each commit that the ceiling sweeps.
+// A transactions-v2 coordinator answers CONCURRENT_TRANSACTIONS to a
+// transaction that starts while the markers of the one before are still
+// being written, and the client then backs off; a short pause may avoid
+// that. The dispatcher's own commit linger plays the same part.
+var DefaultPauses = []time.Duration{0, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond}
 
-// runRaw is the ceiling: a transactional franz-go producer that commits the
-// records of every command that queued while the transaction before was in
-// flight, up to Batch records, one transaction at a time.
-func runRaw(ctx context.Context, cfg Config) (Side, error) {
-	logTopic, _, drop, err := topicSet(ctx, cfg.Brokers, "bench-raw")
-	if err != nil {
-		return Side{}, err
-	}
-	defer drop()
-	client, err := kgo.NewClient(
-		kgo.SeedBrokers(cfg.Brokers...),
-		kgo.TransactionalID(logTopic),
-		kgo.TransactionTimeout(10*time.Second),
+// ProducerOptions returns the franz-go options that a
+// coordination.KafkaTransport gives the producer of a role (see
+// coordination/kafka.go, clientOpts and AcquireEpoch), for a raw producer
+// that must not differ from the dispatcher's but in what it does not do:
+// the transport's defaults (metadata min age, the retry backoff of
+// transportRetryBackoff), the settings its rules require (manual
+// partitioner, acks=all, idempotence, which franz-go leaves on,
+// read_committed, control records kept), the transactional id and, as the
+// transaction timeout, the lease duration.
+func ProducerOptions(brokers []string, transactionalID string, lease time.Duration) []kgo.Opt {
+	return []kgo.Opt{
+		kgo.SeedBrokers(brokers...),
+		kgo.MetadataMinAge(coordination.DefaultKafkaMetadataMinAge),
+		kgo.RetryBackoffFn(transportRetryBackoff),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-	)
-	if err != nil {
-		return Side{}, err
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+		kgo.TransactionalID(transactionalID),
+		kgo.TransactionTimeout(lease),
 	}
-	defer client.Close()
-
-	queue := make(chan *pending, cfg.Submitters)
-	var txns, records int
-	var mu sync.Mutex // guards txns, records
-	measuring := make(chan struct{})
-	var commitErr error
-	committerDone := make(chan struct{})
-	cctx, stopCommitter := context.WithCancel(ctx)
-	go func() {
-		defer close(committerDone)
-		for {
-			var batch []*pending
-			var first *pending
-			select {
-			case first = <-queue:
-			case <-cctx.Done():
-				return
-			}
-			batch = append(batch, first)
-			n := len(first.records)
-		fill:
-			for n < cfg.Batch {
-				select {
-				case p := <-queue:
-					batch = append(batch, p)
-					n += len(p.records)
-				default:
-					break fill
-				}
-			}
-			if err := commitRaw(cctx, client, batch); err != nil {
-				commitErr = err
-				stopCommitter()
-				return
-			}
-			now := time.Now()
-			select {
-			case <-measuring:
-				mu.Lock()
-				txns++
-				records += n
-				mu.Unlock()
-			default:
-			}
-			for _, p := range batch {
-				p.done <- now
-			}
-		}
-	}()
-
-	submit := func(i int) (time.Duration, error) {
-		recs, err := rawRecords(logTopic, i, cfg.Payload)
-		if err != nil {
-			return 0, err
-		}
-		p := &pending{records: recs, at: time.Now(), done: make(chan time.Time, 1)}
-		select {
-		case queue <- p:
-		case <-cctx.Done():
-			return 0, errors.Join(cctx.Err(), commitErr)
-		}
-		select {
-		case at := <-p.done:
-			return at.Sub(p.at), nil
-		case <-cctx.Done():
-			return 0, errors.Join(cctx.Err(), commitErr)
-		}
-	}
-	latencies, elapsed, err := closedLoop(ctx, cfg, measuring, submit)
-	stopCommitter()
-	<-committerDone
-	if err != nil {
-		return Side{}, err
-	}
-	return summarize("raw-transactional", latencies, elapsed, txns, records), nil
 }
 
-// commitRaw writes batch in one transaction and commits it, or aborts on any
-// produce error.
-func commitRaw(ctx context.Context, client *kgo.Client, batch []*pending) error {
-	if err := client.BeginTransaction(); err != nil {
-		return err
+// transportRetryBackoff is the retry backoff of the transport's clients:
+// from a tenth of coordination.DefaultKafkaRetryBackoffMax, doubling, up to
+// it, without jitter. tries counts from 1.
+func transportRetryBackoff(tries int) time.Duration {
+	b := &backoff.ExponentialBackOff{
+		InitialInterval: coordination.DefaultKafkaRetryBackoffMax / 10,
+		Multiplier:      2,
+		MaxInterval:     coordination.DefaultKafkaRetryBackoffMax,
 	}
-	var mu sync.Mutex
-	var produceErr error
-	for _, p := range batch {
-		for _, r := range p.records {
-			client.Produce(ctx, r, func(_ *kgo.Record, err error) {
-				if err != nil {
-					mu.Lock()
-					produceErr = errors.Join(produceErr, err)
-					mu.Unlock()
-				}
-			})
-		}
+	wait := b.NextBackOff()
+	for i := 1; i < tries && wait < b.MaxInterval; i++ {
+		wait = b.NextBackOff()
 	}
-	if err := client.Flush(ctx); err != nil {
-		return err
-	}
-	end := kgo.TryCommit
-	if produceErr != nil {
-		end = kgo.TryAbort
-	}
-	if err := client.EndTransaction(ctx, end); err != nil {
-		return err
-	}
-	return produceErr
+	return wait
 }
 
-// rawRecords encodes the Issued and Outcome entries of command i, as the
-// dispatcher writes them.
-func rawRecords(topic string, i, payload int) ([]*kgo.Record, error) {
-	token, _ := coordination.NewFencingToken(0, 0)
+// CommandRecords is the encoded records that a dispatcher writes for one
+// command: its Issued and its Outcome entry, with the headers the
+// dispatcher and the leadership put on them (token, member, term).
+type CommandRecords struct {
+	Key, Value [2][]byte
+	Headers    []kgo.RecordHeader
+}
+
+// EncodeCommands encodes the records of n commands with the real dispatch
+// codec, for a ceiling that writes what the dispatcher writes without
+// encoding inside its timed loop.
+func EncodeCommands(role string, n int) ([]CommandRecords, error) {
+	token, _ := coordination.NewFencingToken(1<<20, 3)
+	term := coordination.TermHeaderOf(1)
+	headers := []kgo.RecordHeader{
+		{Key: dispatch.HeaderToken, Value: []byte(token.String())},
+		{Key: dispatch.HeaderMember, Value: []byte("bench")},
+		{Key: term.Key, Value: term.Value},
+	}
 	now := time.Now()
-	cmd := benchCommand(i, payload, now)
-	cmd.Role = benchRole
-	entries := []dispatch.Entry{
-		{Kind: dispatch.EntryIssued, Issued: &dispatch.Issued{Command: cmd}},
-		{Kind: dispatch.EntryOutcome, Outcome: &dispatch.Outcome{CommandID: cmd.ID, Status: dispatch.StatusSucceeded, Attempt: dispatch.FirstAttempt}},
-	}
-	out := make([]*kgo.Record, 0, len(entries))
-	for _, e := range entries {
-		e.Role, e.Member, e.Token, e.At = benchRole, benchMember, token, now
-		key, value, err := dispatch.EncodeEntry(e)
-		if err != nil {
-			return nil, fmt.Errorf("bench: encode: %w", err)
+	out := make([]CommandRecords, n)
+	for i := range out {
+		cmd := BenchCommand(role, "raw", i, now)
+		entries := [2]dispatch.Entry{
+			{Kind: dispatch.EntryIssued, Issued: &dispatch.Issued{Command: cmd}},
+			{Kind: dispatch.EntryOutcome, Outcome: &dispatch.Outcome{CommandID: cmd.ID, Status: dispatch.StatusSucceeded, Attempt: dispatch.FirstAttempt}},
 		}
-		out = append(out, &kgo.Record{Topic: topic, Partition: 0, Key: key, Value: value})
+		for j, e := range entries {
+			e.Role, e.Member, e.Token, e.At = role, "bench", token, now
+			key, value, err := dispatch.EncodeEntry(e)
+			if err != nil {
+				return nil, fmt.Errorf("encode command %d: %w", i, err)
+			}
+			out[i].Key[j], out[i].Value[j] = key, value
+		}
+		out[i].Headers = headers
 	}
 	return out, nil
 }
 
-const (
-	benchRole   = "bench"
-	benchMember = "bench"
-	benchDevice = "noop"
-)
+// RawProducer is the ceiling of the dispatcher's group commit: a
+// transactional franz-go producer with the transport's options, writing
+// pre-encoded command records to one partition, a batch of commands per
+// transaction, one transaction after another.
+type RawProducer struct {
+	// Retries counts the CONCURRENT_TRANSACTIONS answers the producer met.
+	Retries *ConcurrentTxns
 
-// benchCommand is command i of a run.
-func benchCommand(i, payload int, now time.Time) dispatch.Command {
-	return dispatch.Command{
-		ID: fmt.Sprintf("cmd-%08d", i), Device: benchDevice, Action: "noop",
-		Payload: make([]byte, payload), SubmittedAt: now, Deadline: now.Add(time.Minute),
-	}
+	client    *kgo.Client
+	topic     string
+	partition int32
+	commands  []CommandRecords
+	next      int
 }
 
-// closedLoop runs Warmup and then Commands submits from Submitters
-// goroutines, and returns the latencies of the measured ones and the span
-// from the first measured submit to the last completion. It closes measuring
-// when the measurement starts.
-func closedLoop(ctx context.Context, cfg Config, measuring chan struct{}, submit func(i int) (time.Duration, error)) ([]time.Duration, time.Duration, error) {
-	run := func(from, n int) ([]time.Duration, error) {
-		var mu sync.Mutex
-		latencies := make([]time.Duration, 0, n)
-		next := from
-		var firstErr error
-		var wg sync.WaitGroup
-		for range cfg.Submitters {
-			wg.Go(func() {
-				for {
-					mu.Lock()
-					if next >= from+n || firstErr != nil {
-						mu.Unlock()
-						return
-					}
-					i := next
-					next++
-					mu.Unlock()
-					lat, err := submit(i)
-					mu.Lock()
-					if err != nil && firstErr == nil {
-						firstErr = err
-					}
-					latencies = append(latencies, lat)
-					mu.Unlock()
-				}
-			})
-		}
-		wg.Wait()
-		return latencies, firstErr
+// NewRawProducer creates the producer and mints its producer id, as a
+// leader does once before its first write.
+func NewRawProducer(ctx context.Context, brokers []string, topic, transactionalID string, lease time.Duration, commands []CommandRecords) (*RawProducer, error) {
+	if len(commands) == 0 {
+		return nil, errors.New("ceiling: a raw producer needs encoded commands")
 	}
-	if _, err := run(0, cfg.Warmup); err != nil {
-		return nil, 0, err
+	retries := &ConcurrentTxns{}
+	cl, err := kgo.NewClient(append(ProducerOptions(brokers, transactionalID, lease), kgo.WithLogger(retries))...)
+	if err != nil {
+		return nil, err
 	}
-	close(measuring)
+	if _, _, err := cl.ProducerID(ctx); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("init producer id: %w", err)
+	}
+	return &RawProducer{Retries: retries, client: cl, topic: topic, commands: commands}, nil
+}
+
+// Close closes the client.
+func (p *RawProducer) Close() { p.client.Close() }
+
+// Run commits transactions of batch commands for duration, pausing after
+// each commit, and returns one latency per command: from the start of its
+// transaction to the return of the commit, the instant a dispatcher could
+// drive a device.
+func (p *RawProducer) Run(ctx context.Context, batch int, pause, duration time.Duration) (Summary, error) {
+	if batch < 1 {
+		return Summary{}, errors.New("ceiling: batch below 1")
+	}
+	var samples []time.Duration
 	start := time.Now()
-	latencies, err := run(cfg.Warmup, cfg.Commands)
-	return latencies, time.Since(start), err
+	for time.Since(start) < duration {
+		took, err := p.commit(ctx, batch)
+		if err != nil {
+			return Summary{}, err
+		}
+		for range batch {
+			samples = append(samples, took)
+		}
+		if pause > 0 {
+			select {
+			case <-time.After(pause):
+			case <-ctx.Done():
+				return Summary{}, ctx.Err()
+			}
+		}
+	}
+	return Summarize(samples, time.Since(start)), nil
+}
+
+// commit writes and commits one transaction of batch commands, as the
+// transport's WriteGuarded does: begin, produce and wait for every result,
+// commit, read the token after the commit.
+func (p *RawProducer) commit(ctx context.Context, batch int) (time.Duration, error) {
+	records := make([]*kgo.Record, 0, 2*batch)
+	for range batch {
+		c := &p.commands[p.next%len(p.commands)]
+		p.next++
+		for j := range 2 {
+			records = append(records, &kgo.Record{Topic: p.topic, Partition: p.partition, Key: c.Key[j], Value: c.Value[j], Headers: c.Headers})
+		}
+	}
+	began := time.Now()
+	if err := p.client.BeginTransaction(); err != nil {
+		return 0, fmt.Errorf("begin transaction: %w", err)
+	}
+	if err := p.client.ProduceSync(ctx, records...).FirstErr(); err != nil {
+		_ = p.client.EndTransaction(context.WithoutCancel(ctx), kgo.TryAbort)
+		return 0, fmt.Errorf("produce: %w", err)
+	}
+	if err := p.client.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		return 0, fmt.Errorf("commit: %w", err)
+	}
+	if _, _, err := p.client.ProducerID(ctx); err != nil {
+		return 0, fmt.Errorf("producer id after the commit: %w", err)
+	}
+	return time.Since(began), nil
 }

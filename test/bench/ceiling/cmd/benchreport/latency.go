@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/krabka-io/krabka-dispatch/dispatch"
+	"github.com/krabka-io/krabka-dispatch/test/bench/ceiling"
+)
+
+// latencyResult is the end-to-end latency section.
+type latencyResult struct {
+	clients     int
+	http, topic ceiling.LatencyResult
+	raw         ceiling.Summary
+	rawBatch    int
+	rawPause    time.Duration
+	intakeRead  ceiling.Summary
+}
+
+// latencySection times commands from submit, through a real member's HTTP
+// API and through the requests topic, to the device acting and to the
+// outcome committed, in alternation with the raw commit of the ceiling.
+func latencySection(ctx context.Context, o options, prefix string, newTopic func(string) (string, error), rep *report) error {
+	var topics [4]string
+	for i, kind := range []string{"log", "req", "raw", "intake"} {
+		name, err := newTopic("lat-" + kind)
+		if err != nil {
+			return err
+		}
+		topics[i] = name
+	}
+	role := prefix + "-lat"
+	w, err := ceiling.WatchOutcomes(o.brokers, topics[0])
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	m, err := ceiling.StartMember(ctx, ceiling.MemberSetup{Brokers: o.brokers, Role: role, LogTopic: topics[0], RequestsTopic: topics[1]})
+	if err != nil {
+		return fmt.Errorf("member: %w", err)
+	}
+	defer m.Close()
+	viaTopic, closeTopic, err := ceiling.TopicSubmitter(o.brokers, topics[1])
+	if err != nil {
+		return err
+	}
+	defer closeTopic()
+	viaHTTP := ceiling.HTTPSubmitter(m.URL, o.clients)
+	commands, err := ceiling.EncodeCommands(role, 4*o.clients)
+	if err != nil {
+		return err
+	}
+	raw, err := ceiling.NewRawProducer(ctx, o.brokers, topics[2], topics[2], ceiling.BenchLease, commands)
+	if err != nil {
+		return err
+	}
+	defer raw.Close()
+
+	res := &latencyResult{clients: o.clients, rawBatch: o.clients}
+	// The raw commit runs at the pause that commits fastest.
+	best := 0.0
+	for _, p := range ceiling.DefaultPauses {
+		s, err := raw.Run(ctx, res.rawBatch, p, o.warmup/time.Duration(len(ceiling.DefaultPauses))+time.Millisecond)
+		if err != nil {
+			return err
+		}
+		if s.Rate > best {
+			best, res.rawPause = s.Rate, p
+		}
+	}
+	if _, err := ceiling.MeasureLatency(ctx, m, w, viaHTTP, role, "warm", o.clients, o.warmup); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	var httpAcc, httpDev, httpOut, topicAcc, topicDev, topicOut, raws, intakes []ceiling.Summary
+	for i := range o.reps {
+		h, err := ceiling.MeasureLatency(ctx, m, w, viaHTTP, role, fmt.Sprintf("http%d", i), o.clients, o.point)
+		if err != nil {
+			return fmt.Errorf("through the API: %w", err)
+		}
+		t, err := ceiling.MeasureLatency(ctx, m, w, viaTopic, role, fmt.Sprintf("topic%d", i), o.clients, o.point)
+		if err != nil {
+			return fmt.Errorf("through the requests topic: %w", err)
+		}
+		r, err := raw.Run(ctx, res.rawBatch, res.rawPause, o.point)
+		if err != nil {
+			return fmt.Errorf("raw commit: %w", err)
+		}
+		in, err := ceiling.MeasureIntakeRead(ctx, o.brokers, topics[3], o.point)
+		if err != nil {
+			return fmt.Errorf("requests topic read alone: %w", err)
+		}
+		intakes = append(intakes, in)
+		httpAcc, httpDev, httpOut = append(httpAcc, h.ToAccepted), append(httpDev, h.ToDevice), append(httpOut, h.ToOutcome)
+		topicAcc, topicDev, topicOut = append(topicAcc, t.ToAccepted), append(topicDev, t.ToDevice), append(topicOut, t.ToOutcome)
+		raws = append(raws, r)
+		logf("latency repetition %d: API to outcome p99 %s ms, topic to outcome p99 %s ms, raw commit p99 %s ms", i+1,
+			ceiling.Millis(h.ToOutcome.P99), ceiling.Millis(t.ToOutcome.P99), ceiling.Millis(r.P99))
+	}
+	res.http = ceiling.LatencyResult{ToAccepted: ceiling.Pool(httpAcc...), ToDevice: ceiling.Pool(httpDev...), ToOutcome: ceiling.Pool(httpOut...)}
+	res.topic = ceiling.LatencyResult{ToAccepted: ceiling.Pool(topicAcc...), ToDevice: ceiling.Pool(topicDev...), ToOutcome: ceiling.Pool(topicOut...)}
+	res.raw = ceiling.Pool(raws...)
+	res.intakeRead = ceiling.Pool(intakes...)
+	rep.latency = res
+	return nil
+}
+
+// backlogSection times one role draining a backlog of requests with a
+// device that does nothing.
+func backlogSection(ctx context.Context, o options, prefix string, newTopic func(string) (string, error), rep *report) error {
+	logTopic, err := newTopic("backlog-log")
+	if err != nil {
+		return err
+	}
+	reqTopic, err := newTopic("backlog-req")
+	if err != nil {
+		return err
+	}
+	var options []dispatch.Option
+	if o.backlogBatch > 0 {
+		options = append(options, dispatch.WithMaxBatchRecords(o.backlogBatch))
+	}
+	res, err := ceiling.MeasureBacklog(ctx, o.brokers, prefix+"-backlog", logTopic, reqTopic, o.backlog, options...)
+	if err != nil {
+		return err
+	}
+	logf("backlog: %d commands, device done in %s, outcomes committed in %s: %.0f/s", res.Commands,
+		res.ToDevice.Round(time.Millisecond), res.ToOutcomes.Round(time.Millisecond), res.Rate())
+	rep.backlog = &res
+	return nil
+}
