@@ -86,9 +86,22 @@ func (r *running) next(t *testing.T, kind member.EventKind) member.Event {
 func (r *running) stop(t *testing.T) {
 	t.Helper()
 	r.cancel()
-	<-r.finished
+	within(t, "Run to return", r.finished)
 	if r.err != nil {
 		t.Errorf("Run: %v", r.err)
+	}
+}
+
+// within waits for done, for at most a minute.
+func within[T any](t *testing.T, what string, done <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-done:
+		return v
+	case <-time.After(time.Minute):
+		t.Fatalf("waited a minute for %s", what)
+		var zero T
+		return zero
 	}
 }
 
@@ -100,7 +113,9 @@ func (r *running) stop(t *testing.T) {
 // draining one, and every command has exactly one dispatch and a succeeded
 // outcome. Each member's events come in order.
 func TestHandOverOnStop(t *testing.T) {
+	locking := time.Now()
 	brokers := kafkatest.Brokers(t)
+	t.Logf("the cluster's fault lock was taken after %v", time.Since(locking).Round(time.Millisecond))
 	logTopic := kafkatest.UniqueName(t, "log")
 	requestsTopic := kafkatest.UniqueName(t, "requests")
 	kafkatest.CreateTopic(t, brokers, logTopic, 1, nil)
@@ -157,7 +172,11 @@ func TestHandOverOnStop(t *testing.T) {
 		}()
 		t.Cleanup(func() {
 			cancel()
-			<-r.finished
+			select {
+			case <-r.finished:
+			case <-time.After(time.Minute):
+				t.Errorf("%s: Run did not return a minute after its context ended", name)
+			}
 		})
 		return r
 	}
@@ -187,9 +206,11 @@ func TestHandOverOnStop(t *testing.T) {
 		return out
 	}
 
+	began := time.Now()
 	a := start("a")
 	first := a.next(t, member.EventElected)
-	a.next(t, member.EventReady)
+	aReady := a.next(t, member.EventReady)
+	t.Logf("a elected after %v, ready %v later", first.At.Sub(began).Round(time.Millisecond), aReady.At.Sub(first.At).Round(time.Millisecond))
 	if s := a.m.Status(); !s.Leading() || !s.Recovered() || s.Authority.Term != first.Term {
 		t.Fatalf("leader status %+v", s)
 	}
@@ -207,7 +228,7 @@ func TestHandOverOnStop(t *testing.T) {
 		_, err := d.Submit(context.Background(), dispatch.Command{ID: "slow", Device: "valve", Action: "open"})
 		slowDone <- err
 	}()
-	<-g.started
+	within(t, "slow to reach the device", g.started)
 
 	a.cancel() // SIGTERM
 	a.next(t, member.EventDraining)
@@ -227,7 +248,7 @@ func TestHandOverOnStop(t *testing.T) {
 		t.Error("the draining leader took late from the requests topic")
 	}
 	close(g.release)
-	if err := <-slowDone; err != nil {
+	if err := within(t, "slow to finish", slowDone); err != nil {
 		t.Errorf("slow: %v", err)
 	}
 	resigned := a.next(t, member.EventResigned)
@@ -235,7 +256,8 @@ func TestHandOverOnStop(t *testing.T) {
 	a.stop(t)
 
 	next := b.next(t, member.EventElected)
-	b.next(t, member.EventReady)
+	bReady := b.next(t, member.EventReady)
+	t.Logf("b elected %v after a resigned, ready %v later", next.At.Sub(resigned.At).Round(time.Millisecond), bReady.At.Sub(next.At).Round(time.Millisecond))
 	if next.Term.Compare(first.Term) <= 0 {
 		t.Errorf("b leads in term %s after %s", next.Term, first.Term)
 	}
