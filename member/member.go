@@ -226,24 +226,23 @@ func (m *Member) lead(ctx context.Context, l leadership) (pause time.Duration, e
 	m.mu.Lock()
 	m.leadership, m.dispatcher, m.ready = l, d, w.Ready()
 	m.status.Elections++
+	m.status.Phase, m.status.Since = PhaseRecovering, time.Now()
 	m.mu.Unlock()
-	m.setPhase(PhaseRecovering, nil)
 	m.log.Info("member: leading the role", "role", m.role.String(), "term", l.Term().String(), "token", l.Token().String())
 	m.emit(Event{Kind: EventElected, Term: l.Term(), Token: l.Token(), Lease: l.Lease()})
 
 	ready := w.Ready()
-	for {
+	for stopping := false; !stopping; {
 		select {
 		case <-ready:
 			ready = nil
 			m.setPhase(PhaseLeading, nil)
 			m.emit(Event{Kind: EventReady, Term: l.Term(), Token: l.Token()})
-			continue
 		case runErr := <-done:
-			return m.deposed(l, runErr), true, nil
+			return m.deposed(l, runErr, true), true, nil
 		case <-ctx.Done():
+			stopping = true
 		}
-		break
 	}
 
 	// Stopping while leading: intake first, then the drain, then the halt,
@@ -260,12 +259,12 @@ func (m *Member) lead(ctx context.Context, l leadership) (pause time.Duration, e
 	runErr := <-done
 	if l.Err() != nil {
 		// The leadership ended during the drain: nothing to resign.
-		m.deposed(l, runErr)
+		m.deposed(l, runErr, false)
 		return 0, false, nil
 	}
-	m.clear()
+	m.leave(PhaseResigning, nil)
 	if err := m.resign(l); err != nil {
-		m.setPhase(PhaseStopped, err)
+		m.setPhase(PhaseResigning, err)
 		m.emit(Event{Kind: EventAbandoned, Term: l.Term(), Token: l.Token(), Err: err})
 		return 0, false, nil
 	}
@@ -275,27 +274,37 @@ func (m *Member) lead(ctx context.Context, l leadership) (pause time.Duration, e
 }
 
 // deposed reports a leadership that ended while the member meant to keep
-// it, and returns the pause before the next campaign. A dispatcher that
-// stopped on its own makes the member resign.
-func (m *Member) deposed(l leadership, runErr error) time.Duration {
-	m.clear()
+// it, and returns the pause before the next campaign when again says the
+// member campaigns again. A dispatcher that stopped on its own makes the
+// member resign.
+func (m *Member) deposed(l leadership, runErr error, again bool) time.Duration {
 	cause := l.Err()
+	var pause time.Duration
+	if again {
+		pause = m.nextPause()
+	}
+	m.leave(PhasePausing, cause)
 	if cause == nil {
 		cause = fmt.Errorf("%w: %w", ErrDispatcherStopped, runErr)
+		m.setPhase(PhasePausing, cause)
 		_ = m.resign(l)
 	}
-	pause := m.nextPause()
 	m.log.Warn("member: the leadership ended", "role", m.role.String(), "term", l.Term().String(), "err", cause)
-	m.setPhase(PhasePausing, cause)
 	m.emit(Event{Kind: EventDeposed, Term: l.Term(), Token: l.Token(), Err: cause, Pause: pause})
 	return pause
 }
 
-// clear forgets the leadership.
-func (m *Member) clear() {
+// leave forgets the leadership and moves the member to p at once, so that
+// Status never shows a leading phase without a leadership. A non-nil err
+// becomes LastErr.
+func (m *Member) leave(p Phase, err error) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.leadership, m.dispatcher, m.ready = nil, nil, nil
-	m.mu.Unlock()
+	m.status.Phase, m.status.Since = p, time.Now()
+	if err != nil {
+		m.status.LastErr = err
+	}
 }
 
 // resign gives the role up, bounded by the resign timeout. A leadership that

@@ -92,6 +92,10 @@ func TestResignIsBounded(t *testing.T) {
 		r.expect(EventElected, EventReady)
 		start := time.Now()
 		r.cancel()
+		synctest.Wait()
+		if s := r.m.Status(); s.Phase != PhaseResigning || s.Leading() || s.Authority.Term != coordination.NoTerm {
+			t.Errorf("while resigning: %+v, want resigning and no longer leading", s)
+		}
 		<-r.ran
 		got := r.expect(EventDraining, EventAbandoned, EventStopped)
 		if !errors.Is(got[1].Err, context.DeadlineExceeded) || got[1].At.Sub(start) != 2*time.Second {
@@ -280,5 +284,37 @@ func TestRunTwice(t *testing.T) {
 		}
 		r.cancel()
 		<-r.ran
+	})
+}
+
+// TestFencedWhileDraining: a leadership that ends during the drain is
+// reported deposed, is not resigned, and the member stops without
+// campaigning again.
+func TestFencedWhileDraining(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t)
+		l := newFakeLeadership(t, r.j, 3)
+		r.grants <- campaignAnswer{l: l}
+		r.start()
+		w := <-r.works
+		w.drain = func(ctx context.Context) error {
+			l.end(coordination.ErrFenced)
+			return errors.New("halted")
+		}
+		close(w.ready)
+		synctest.Wait()
+		r.expect(EventElected, EventReady)
+		r.cancel()
+		<-r.ran
+		got := r.expect(EventDraining, EventDeposed, EventStopped)
+		if !errors.Is(got[1].Err, coordination.ErrFenced) || got[1].Pause != 0 {
+			t.Errorf("deposed %+v, want the fence and no pause", got[1])
+		}
+		if calls := r.j.all(); slices.Contains(calls, "resign") {
+			t.Errorf("calls %v: a fenced leadership was resigned", calls)
+		}
+		if n := len(slices.DeleteFunc(r.j.all(), func(c string) bool { return c != "campaign" })); n != 1 {
+			t.Errorf("campaigned %d times, want once", n)
+		}
 	})
 }

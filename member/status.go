@@ -24,6 +24,9 @@ const (
 	// PhaseDraining: the member is stopping while it leads; it takes no new
 	// command and lets the ones it took finish.
 	PhaseDraining
+	// PhaseResigning: the stopping member halted its dispatcher and gives
+	// the role up; it no longer leads.
+	PhaseResigning
 	// PhasePausing: the member waits before it campaigns again.
 	PhasePausing
 	// PhaseStopped: Run returned.
@@ -43,6 +46,8 @@ func (p Phase) String() string {
 		return "leading"
 	case PhaseDraining:
 		return "draining"
+	case PhaseResigning:
+		return "resigning"
 	case PhasePausing:
 		return "pausing"
 	case PhaseStopped:
