@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/dispatch"
 )
 
 // TestStopDrainsThenHaltsThenResigns: stopping a leader drains its work
@@ -317,4 +318,52 @@ func TestFencedWhileDraining(t *testing.T) {
 			t.Errorf("campaigned %d times, want once", n)
 		}
 	})
+}
+
+// TestHoldOnlyLeadsUntilStopped: a member without a dispatcher is ready as
+// soon as it is elected, and on stop resigns with nothing to drain.
+func TestHoldOnlyLeadsUntilStopped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t)
+		r.m.build = func(l leadership) (work, *dispatch.Dispatcher, error) { return newHoldOnly(l), nil, nil }
+		l := newFakeLeadership(t, r.j, 4)
+		r.grants <- campaignAnswer{l: l}
+		r.start()
+		synctest.Wait()
+		r.expect(EventElected, EventReady)
+		if s := r.m.Status(); !s.Recovered() || r.m.Dispatcher() != nil {
+			t.Errorf("status %+v, dispatcher %v", s, r.m.Dispatcher())
+		}
+		r.cancel()
+		<-r.ran
+		r.expect(EventDraining, EventResigned, EventStopped)
+		if got := r.j.all(); !slices.Equal(got, []string{"campaign", "resign"}) {
+			t.Errorf("calls %v", got)
+		}
+	})
+}
+
+// bareTransport is a transport that writes no guarded transactions; New
+// only inspects it.
+type bareTransport struct{ coordination.Transport }
+
+func TestNewChecksArguments(t *testing.T) {
+	role, _ := coordination.NewRole("r")
+	id, _ := coordination.NewMemberID("m")
+	if _, err := New(nil, role, id); err == nil {
+		t.Error("a nil transport was accepted")
+	}
+	if _, err := New(bareTransport{}, coordination.Role{}, id); err == nil {
+		t.Error("an empty role was accepted")
+	}
+	if _, err := New(bareTransport{}, role, coordination.MemberID{}); err == nil {
+		t.Error("an empty member id was accepted")
+	}
+	if _, err := New(bareTransport{}, role, id); err != nil {
+		t.Errorf("a member that only holds the role: %v", err)
+	}
+	reg := dispatch.NewRegistry()
+	if _, err := New(bareTransport{}, role, id, WithDispatcher(reg, &dispatch.KafkaLogReader{})); err == nil {
+		t.Error("a dispatcher over a transport without guarded writes was accepted")
+	}
 }
