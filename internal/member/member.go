@@ -1,5 +1,5 @@
-// Package member is the binary's member: the runtime of package
-// [member] (campaign, lead, drain, resign, campaign again) wired to the
+// Package member is the binary's member: the runtime of the public package
+// [krabkamember] (campaign, lead, drain, resign, campaign again) wired to the
 // daemon's config, with what only the daemon needs around it: the
 // httpapi.Backend the HTTP API serves (submissions, recent commands, the
 // leadership view, readiness), device health checks, and the member's
@@ -18,7 +18,7 @@ import (
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
-	runtime "github.com/krabka-io/krabka-dispatch/member"
+	krabkamember "github.com/krabka-io/krabka-dispatch/member"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -29,7 +29,7 @@ const (
 	DefaultShutdownTimeout = 10 * time.Second
 
 	// DefaultResignTimeout bounds the tombstone write of a resignation.
-	DefaultResignTimeout = runtime.DefaultResignTimeout
+	DefaultResignTimeout = krabkamember.DefaultResignTimeout
 
 	// DefaultRecentCommands is how many commands the member remembers for
 	// the API and the status page.
@@ -80,7 +80,7 @@ type Config struct {
 	// Peers maps member ids to the base URLs of their HTTP APIs.
 	Peers map[string]string
 	// ShutdownTimeout bounds the drain of a stopping leader (see package
-	// [runtime]); DefaultShutdownTimeout when zero.
+	// [krabkamember]); DefaultShutdownTimeout when zero.
 	ShutdownTimeout time.Duration
 	// HealthInterval is the gap between two health checks of the devices
 	// (dispatch.Registry.CheckHealth); DefaultHealthInterval when zero.
@@ -102,22 +102,22 @@ type Config struct {
 	OnEvent func(Event)
 }
 
-// Event is one change of the member; see package [runtime].
-type Event = runtime.Event
+// Event is one change of the member; see package [krabkamember].
+type Event = krabkamember.Event
 
 // EventKind names what happened to the member.
-type EventKind = runtime.EventKind
+type EventKind = krabkamember.EventKind
 
 // The kinds of Event that the binary and the demo act on; every kind of
-// package [runtime] reaches OnEvent.
+// package [krabkamember] reaches OnEvent.
 const (
-	EventElected   = runtime.EventElected
-	EventReady     = runtime.EventReady
-	EventDeposed   = runtime.EventDeposed
-	EventDraining  = runtime.EventDraining
-	EventResigned  = runtime.EventResigned
-	EventAbandoned = runtime.EventAbandoned
-	EventStopped   = runtime.EventStopped
+	EventElected   = krabkamember.EventElected
+	EventReady     = krabkamember.EventReady
+	EventDeposed   = krabkamember.EventDeposed
+	EventDraining  = krabkamember.EventDraining
+	EventResigned  = krabkamember.EventResigned
+	EventAbandoned = krabkamember.EventAbandoned
+	EventStopped   = krabkamember.EventStopped
 )
 
 // Member is one running member. It is safe for concurrent use.
@@ -125,7 +125,7 @@ type Member struct {
 	cfg Config
 	log *slog.Logger
 
-	rt *runtime.Member
+	rt *krabkamember.Member
 
 	mu       sync.Mutex
 	state    coordination.RoleState
@@ -176,13 +176,13 @@ func New(cfg Config) (*Member, error) {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	m := &Member{cfg: cfg, log: logger.With("member", cfg.Member.String()), recent: newRecent(DefaultRecentCommands)}
-	rt, err := runtime.New(cfg.Transport, cfg.Role, cfg.Member,
-		runtime.WithCoordination(cfg.Coordination...),
-		runtime.WithDispatcher(cfg.Registry, cfg.Log, cfg.Dispatch...),
-		runtime.WithDrainTimeout(cfg.ShutdownTimeout),
-		runtime.WithResignTimeout(DefaultResignTimeout),
-		runtime.WithLogger(m.log),
-		runtime.WithEventHandler(m.onEvent))
+	rt, err := krabkamember.New(cfg.Transport, cfg.Role, cfg.Member,
+		krabkamember.WithCoordination(cfg.Coordination...),
+		krabkamember.WithDispatcher(cfg.Registry, cfg.Log, cfg.Dispatch...),
+		krabkamember.WithDrainTimeout(cfg.ShutdownTimeout),
+		krabkamember.WithResignTimeout(DefaultResignTimeout),
+		krabkamember.WithLogger(m.log),
+		krabkamember.WithEventHandler(m.onEvent))
 	if err != nil {
 		return nil, err
 	}
@@ -196,13 +196,14 @@ func New(cfg Config) (*Member, error) {
 }
 
 // Run competes for the role until ctx ends, leading whenever it wins (see
-// package [runtime]). Beside the runtime it runs one goroutine that reads the
-// role's state for the API, one that checks the devices' health every health
-// interval, and one that follows the command log when the log reader can.
-// When ctx ends the runtime stops intake (the API answers "not the leader"
-// and the requests topic is no longer read), lets in-flight commands finish
-// for up to the shutdown timeout, halts the dispatcher and resigns; Run
-// returns nil after every goroutine it started exited.
+// package [krabkamember]). Beside the runtime it runs one goroutine that
+// reads the role's state for the API, one that checks the devices' health
+// every health interval, and one that follows the command log when the log
+// reader can. When ctx ends the runtime stops intake (the API answers "not
+// the leader" and the requests topic is no longer read), lets in-flight
+// commands finish for up to the shutdown timeout, halts the dispatcher and
+// resigns. Run returns after every goroutine it started exited: nil, or the
+// runtime's error when a dispatcher cannot be built.
 func (m *Member) Run(ctx context.Context) error {
 	defer m.tel.close()
 	var wg sync.WaitGroup
@@ -217,21 +218,20 @@ func (m *Member) Run(ctx context.Context) error {
 	return err
 }
 
-// onEvent counts the leaderships in the metrics, logs the ones the runtime
-// does not, and passes every event on.
+// onEvent counts the leaderships in the metrics and passes every event on.
 func (m *Member) onEvent(e Event) {
 	switch e.Kind {
-	case runtime.EventElected:
+	case krabkamember.EventElected:
 		m.tel.elected()
-	case runtime.EventDeposed:
+	case krabkamember.EventDeposed:
 		reason := lossReason(e.Err)
-		if errors.Is(e.Err, runtime.ErrDispatcherStopped) {
+		if errors.Is(e.Err, krabkamember.ErrDispatcherStopped) {
 			reason = lossDispatcherStopped
 		}
 		m.tel.lost(reason)
-	case runtime.EventResigned:
+	case krabkamember.EventResigned:
 		m.tel.lost(lossResigned)
-	case runtime.EventAbandoned:
+	case krabkamember.EventAbandoned:
 		m.tel.lost(lossAbandoned)
 	}
 	if m.cfg.OnEvent != nil {
@@ -274,12 +274,12 @@ func (m *Member) Leading() (coordination.Authority, bool) {
 
 // Status returns the runtime's snapshot: the phase, and whether the member
 // leads and recovered, for the readiness.
-func (m *Member) Status() runtime.Status { return m.rt.Status() }
+func (m *Member) Status() krabkamember.Status { return m.rt.Status() }
 
 // leader returns the dispatcher when the member leads and takes commands;
 // nil when it stands by or drains.
 func (m *Member) leader() *dispatch.Dispatcher {
-	if m.rt.Status().Phase == runtime.PhaseDraining {
+	if m.rt.Status().Phase == krabkamember.PhaseDraining {
 		return nil
 	}
 	return m.rt.Dispatcher()
