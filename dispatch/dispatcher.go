@@ -87,6 +87,7 @@ type Dispatcher struct {
 	halt    context.CancelCauseFunc
 
 	ready   chan struct{} // closed when recovery finished
+	gate    intakeGate    // closed when intake stops (drain.go)
 	devices chan struct{} // semaphore of the devices driven at once
 	wg      sync.WaitGroup
 
@@ -334,10 +335,13 @@ func (d *Dispatcher) stop(cause error) {
 // may then have been recorded and even dispatched. A panic inside the
 // dispatcher's own code halts it, and Submit returns the *[PanicError]. When
 // ctx ends first it returns ctx's error, and the command goes on without the
-// caller.
+// caller. After [Dispatcher.StopIntake] it returns [ErrIntakeStopped].
 func (d *Dispatcher) Submit(ctx context.Context, cmd Command) (Outcome, error) {
 	ctx, span := d.tel.startSubmit(ctx, cmd)
 	defer span.End()
+	if err := d.gate.open(); err != nil {
+		return Outcome{}, err
+	}
 	cmd = d.complete(cmd, time.Now())
 	if err := cmd.Validate(); err != nil {
 		span.RecordError(err)

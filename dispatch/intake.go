@@ -45,15 +45,22 @@ type RequestSource interface {
 // position and queues each request, with its intake mark, for the next
 // transaction. Each transaction writes the intake position of the last
 // request it covers, so a new leader resumes right after it: exactly once.
+//
+// It stops reading when intake stops ([Dispatcher.StopIntake]): a request
+// read and not yet queued is left for the next leader, which resumes at the
+// committed intake position.
 func (d *Dispatcher) intakeLoop() {
+	ctx, cancel := context.WithCancel(d.haltCtx)
+	defer cancel()
+	defer context.AfterFunc(d.gate.context(), cancel)()
 	d.mu.Lock()
 	next := d.intake
 	d.mu.Unlock()
 	waits := doubling(d.cfg.writeRetryBackoff, d.cfg.maxRetryBackoff)
 	d.tel.intakeSeen(next)
 	for {
-		records, err := d.cfg.requests.ReadRequests(d.haltCtx, d.requestTP, next)
-		if d.haltCtx.Err() != nil {
+		records, err := d.cfg.requests.ReadRequests(ctx, d.requestTP, next)
+		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
@@ -61,7 +68,7 @@ func (d *Dispatcher) intakeLoop() {
 			d.cfg.logger.Warn("dispatch: reading the requests topic failed; trying again", "partition", d.requestTP, "from", next, "retry_in", wait, "err", err)
 			select {
 			case <-time.After(wait):
-			case <-d.haltCtx.Done():
+			case <-ctx.Done():
 				return
 			}
 			continue
@@ -71,6 +78,9 @@ func (d *Dispatcher) intakeLoop() {
 			d.tel.intakeSeen(max(rec.HighWatermark, rec.Offset+1))
 			if rec.Offset < next {
 				continue
+			}
+			if ctx.Err() != nil {
+				return // intake stopped: the rest is the next leader's
 			}
 			if err := d.take(rec); err != nil {
 				return // halted

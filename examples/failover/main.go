@@ -3,7 +3,8 @@
 // a standby takes over once the lease runs out, in a term that follows the
 // old one, and the commands sent meanwhile are dispatched by it. The term
 // orders leaderships; the fencing token is what the broker enforces, and may
-// rotate to a lower producer id within a term. It uses the public packages only, as a program of yours would.
+// rotate to a lower producer id within a term. It uses the public packages
+// only, as a program of yours would: each node runs package member.
 //
 //	go run ./examples/failover
 //
@@ -24,6 +25,7 @@ import (
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
+	"github.com/krabka-io/krabka-dispatch/member"
 )
 
 func main() {
@@ -52,51 +54,62 @@ func (p *printer) DispatchUnder(_ context.Context, cmd dispatch.Command, authori
 	return dispatch.Result{Detail: "printed"}, nil
 }
 
-// member is one process of the role.
-type member struct {
+// node is one process of the role: a member of package member, which
+// campaigns for the role and runs a dispatcher while it leads. That loop is
+// what every member of your own runs.
+type node struct {
 	name      string
 	transport *coordination.KafkaTransport
-	mu        sync.Mutex
-	leader    *dispatch.Dispatcher
-	authority coordination.Authority
+	member    *member.Member
+	cancel    context.CancelFunc
+	authority chan coordination.Authority // the authority of each leadership, once ready
 }
 
-// lead competes for the role until ctx ends; while it leads, it runs a
-// dispatcher. This loop is what every member of your own runs.
-func (m *member) lead(ctx context.Context, brokers []string, out io.Writer, elected chan<- *member) {
+// start builds the node's member and runs it until ctx ends or the node
+// crashes.
+func (n *node) start(ctx context.Context, wg *sync.WaitGroup, brokers []string, out io.Writer, lease coordination.LeaseConfig, elected chan<- *node) error {
 	role, _ := coordination.NewRole("controller")
-	id, _ := coordination.NewMemberID(m.name)
-	for ctx.Err() == nil {
-		l, err := coordination.AcquireLeadership(ctx, m.transport, role, id,
-			coordination.WithLeaseDuration(2*time.Second),
-			coordination.WithRenewInterval(500*time.Millisecond),
-			coordination.WithChallengeStagger(500*time.Millisecond),
-			coordination.WithPollInterval(100*time.Millisecond))
-		if err != nil {
-			return // ctx ended, or the transport was closed
-		}
-		registry := dispatch.NewRegistry()
-		_ = registry.Register("valve-1", &printer{out: out, who: m.name})
-		logReader, _ := dispatch.NewKafkaLogReader(brokers)
-		requests, _ := dispatch.NewKafkaRequestSource(brokers)
-		d, err := dispatch.NewDispatcher(l, registry, logReader, dispatch.WithRequestSource(requests), dispatch.WithSafetyMargin(500*time.Millisecond))
-		if err != nil {
-			requests.Close()
-			return
-		}
-		m.mu.Lock()
-		m.leader, m.authority = d, l.Authority()
-		m.mu.Unlock()
-		elected <- m
-		_ = d.Run(ctx) // returns when the leadership or ctx ends
-		requests.Close()
-		m.mu.Lock()
-		m.leader = nil
-		m.mu.Unlock()
-		if ctx.Err() != nil {
-			_ = l.Resign(context.Background())
-		}
+	id, _ := coordination.NewMemberID(n.name)
+	registry := dispatch.NewRegistry()
+	if err := registry.Register("valve-1", &printer{out: out, who: n.name}); err != nil {
+		return err
 	}
+	logReader, err := dispatch.NewKafkaLogReader(brokers)
+	if err != nil {
+		return err
+	}
+	requests, err := dispatch.NewKafkaRequestSource(brokers)
+	if err != nil {
+		return err
+	}
+	n.member, err = member.New(n.transport, role, id,
+		member.WithCoordination(coordination.WithLeaseConfig(lease), coordination.WithPollInterval(100*time.Millisecond)),
+		member.WithDispatcher(registry, logReader, dispatch.WithRequestSource(requests), dispatch.WithSafetyMargin(500*time.Millisecond)),
+		member.WithDrainTimeout(time.Second),
+		member.WithResignTimeout(time.Second),
+		member.WithEventHandler(func(e member.Event) {
+			if e.Kind == member.EventReady {
+				n.authority <- coordination.Authority{Term: e.Term, Token: e.Token}
+				elected <- n
+			}
+		}))
+	if err != nil {
+		requests.Close()
+		return err
+	}
+	ctx, n.cancel = context.WithCancel(ctx)
+	wg.Go(func() {
+		defer requests.Close()
+		_ = n.member.Run(ctx) // returns when ctx ends: drained and resigned
+	})
+	return nil
+}
+
+// crash cuts the node's connections to Kafka and stops it: it can neither
+// renew its lease nor resign, so the standbys wait for the lease to run out.
+func (n *node) crash() {
+	n.transport.Close()
+	n.cancel()
 }
 
 func run(ctx context.Context, out io.Writer) error {
@@ -110,28 +123,23 @@ func run(ctx context.Context, out io.Writer) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	elected := make(chan *member, 4)
+	elected := make(chan *node, 4)
 	var wg sync.WaitGroup
-	var members []*member
+	var nodes []*node
 	start := func(name string) error {
 		t, err := coordination.NewKafkaTransport(lease, brokers...)
 		if err != nil {
 			return err
 		}
-		m := &member{name: name, transport: t}
-		members = append(members, m)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			m.lead(ctx, brokers, out, elected)
-		}()
-		return nil
+		n := &node{name: name, transport: t, authority: make(chan coordination.Authority, 4)}
+		nodes = append(nodes, n)
+		return n.start(ctx, &wg, brokers, out, lease, elected)
 	}
 	defer func() {
 		cancel()
 		wg.Wait()
-		for _, m := range members {
-			m.transport.Close()
+		for _, n := range nodes {
+			n.transport.Close()
 		}
 	}()
 
@@ -144,12 +152,13 @@ func run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	firstAuthority := <-first.authority
 	for _, name := range []string{"node-2", "node-3"} {
 		if err := start(name); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(out, "%s leads in %s\n", first.name, first.authority)
+	fmt.Fprintf(out, "%s leads in %s\n", first.name, firstAuthority)
 	for i := 1; i <= 2; i++ {
 		if err := submit(ctx, first, fmt.Sprintf("cmd-%d", i), out); err != nil {
 			return err
@@ -158,7 +167,7 @@ func run(ctx context.Context, out io.Writer) error {
 
 	fmt.Fprintf(out, "%s crashes: its connections to Kafka are cut\n", first.name)
 	crashed := time.Now()
-	first.transport.Close()
+	first.crash()
 
 	// Meanwhile a client writes to the requests topic; the next leader
 	// takes the command in.
@@ -175,8 +184,9 @@ func run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	nextAuthority := <-next.authority
 	fmt.Fprintf(out, "%s took over after %.1fs in %s (follows term %s: %t)\n",
-		next.name, time.Since(crashed).Seconds(), next.authority, first.authority.Term, next.authority.Compare(first.authority) > 0)
+		next.name, time.Since(crashed).Seconds(), nextAuthority, firstAuthority.Term, nextAuthority.Compare(firstAuthority) > 0)
 	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
 	defer wcancel()
 	outcome, err := client.Wait(wctx, "controller", "cmd-3")
@@ -188,12 +198,10 @@ func run(ctx context.Context, out io.Writer) error {
 }
 
 // submit hands a command to the leader's dispatcher and waits for it.
-func submit(ctx context.Context, m *member, id string, out io.Writer) error {
-	m.mu.Lock()
-	d := m.leader
-	m.mu.Unlock()
+func submit(ctx context.Context, n *node, id string, out io.Writer) error {
+	d := n.member.Dispatcher()
 	if d == nil {
-		return errors.New(m.name + " does not lead")
+		return errors.New(n.name + " does not lead")
 	}
 	outcome, err := d.Submit(ctx, dispatch.Command{ID: id, Device: "valve-1", Action: "open"})
 	if err != nil {
@@ -203,7 +211,7 @@ func submit(ctx context.Context, m *member, id string, out io.Writer) error {
 	return nil
 }
 
-func waitFor(elected <-chan *member) (*member, error) {
+func waitFor(elected <-chan *node) (*node, error) {
 	select {
 	case m := <-elected:
 		return m, nil

@@ -9,6 +9,7 @@ import (
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
 	"github.com/krabka-io/krabka-dispatch/internal/httpapi"
+	krabkamember "github.com/krabka-io/krabka-dispatch/member"
 )
 
 // StateUnknown is the state of a command whose leader halted before its
@@ -19,6 +20,7 @@ var _ httpapi.Backend = (*Member)(nil)
 
 // Leadership reports the member's view of the role.
 func (m *Member) Leadership() httpapi.Leadership {
+	st := m.rt.Status()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := time.Now()
@@ -28,7 +30,7 @@ func (m *Member) Leadership() httpapi.Leadership {
 		ObservedAt: m.stateAt,
 		Roster:     []httpapi.RosterMember{},
 		Devices:    []httpapi.DeviceHealth{},
-		State:      m.stateLocked(),
+		State:      stateOf(st),
 	}
 	for _, h := range m.cfg.Registry.Health() {
 		d := httpapi.DeviceHealth{Device: h.Device, Reachable: h.Err == nil, CheckedAt: h.CheckedAt}
@@ -38,12 +40,12 @@ func (m *Member) Leadership() httpapi.Leadership {
 		view.Devices = append(view.Devices, d)
 	}
 	var lease *coordination.Lease
-	if m.leadership != nil {
+	if st.Leading() {
 		view.Leader = true
-		l := m.leadership.Lease()
+		l := st.Lease
 		lease = &l
-		view.Term = m.leadership.Term()
-		view.Token = m.leadership.Token().String()
+		view.Term = st.Authority.Term
+		view.Token = st.Authority.Token.String()
 		view.ObservedAt = now
 	} else if m.state.Lease != nil {
 		lease = m.state.Lease
@@ -71,18 +73,17 @@ func (m *Member) Leadership() httpapi.Leadership {
 	return view
 }
 
-// stateLocked tells what the member does for its role. The caller holds
-// m.mu.
-func (m *Member) stateLocked() httpapi.MemberState {
+// stateOf tells what a member whose runtime reports st does for its role.
+func stateOf(st krabkamember.Status) httpapi.MemberState {
 	switch {
-	case m.leadership == nil:
-		return httpapi.StateStandby
-	case m.draining:
+	case st.Phase == krabkamember.PhaseDraining || st.Phase == krabkamember.PhaseResigning:
 		return httpapi.StateDraining
-	case m.dispatcher == nil || !m.dispatcher.Recovered():
+	case st.Phase == krabkamember.PhaseLeading && st.Recovered():
+		return httpapi.StateLeading
+	case st.Leading():
 		return httpapi.StateRecovering
 	}
-	return httpapi.StateLeading
+	return httpapi.StateStandby
 }
 
 // notLeader builds the error of a leader-only request on this member. The
@@ -117,8 +118,8 @@ func (m *Member) Submit(ctx context.Context, cmd dispatch.Command, wait time.Dur
 	unavailable := m.cfg.Registry.Unavailable(ctx, cmd.Device)
 
 	m.mu.Lock()
-	d := m.dispatcher
-	if d == nil || m.draining {
+	d := m.leader()
+	if d == nil {
 		err := m.notLeaderLocked()
 		m.mu.Unlock()
 		return httpapi.CommandState{}, err
@@ -130,7 +131,7 @@ func (m *Member) Submit(ctx context.Context, cmd dispatch.Command, wait time.Dur
 		return httpapi.CommandState{}, err
 	}
 	m.mu.Lock()
-	if m.dispatcher != d || m.draining {
+	if m.leader() != d {
 		err := m.notLeaderLocked()
 		m.mu.Unlock()
 		return httpapi.CommandState{}, err
@@ -188,6 +189,11 @@ func (m *Member) settle(id string, out dispatch.Outcome, err error) httpapi.Comm
 		// A submission that raced another under the same ID: the entry
 		// is the other's.
 		return st
+	case errors.Is(err, dispatch.ErrIntakeStopped):
+		// The leader began to drain between the check above and the
+		// dispatcher's Submit: nothing was recorded.
+		st.State = StateUnknown
+		st.Reason = "the leader stopped taking commands before this one was recorded; submit it again to the next leader"
 	case errors.Is(err, dispatch.ErrHalted):
 		st.State = StateUnknown
 		st.Reason = "the leadership ended before the outcome was recorded; the next leader records it"
@@ -202,9 +208,9 @@ func (m *Member) settle(id string, out dispatch.Outcome, err error) httpapi.Comm
 // Command returns what the member knows of one command: its own record of
 // a submission, or the dispatcher's outcome while it leads.
 func (m *Member) Command(id string) (httpapi.CommandState, bool) {
+	d := m.rt.Dispatcher()
 	m.mu.Lock()
 	st, ok := m.recent.get(id)
-	d := m.dispatcher
 	m.mu.Unlock()
 	if d != nil {
 		if out, found := d.Lookup(id); found {
@@ -235,8 +241,8 @@ func (m *Member) Recent(limit int) []httpapi.CommandState {
 // Resolve settles a command in doubt.
 func (m *Member) Resolve(ctx context.Context, id string, action dispatch.ResolveAction) (httpapi.CommandState, error) {
 	m.mu.Lock()
-	d := m.dispatcher
-	if d == nil || m.draining {
+	d := m.leader()
+	if d == nil {
 		err := m.notLeaderLocked()
 		m.mu.Unlock()
 		return httpapi.CommandState{}, err
@@ -262,12 +268,13 @@ func (m *Member) Resolve(ctx context.Context, id string, action dispatch.Resolve
 // read of the role's state succeeded. With ReadyRequiresDevices, it also
 // demands a finished round of health checks in which every device passed.
 func (m *Member) Ready() error {
+	st := m.rt.Status()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	switch {
-	case m.dispatcher != nil && !m.dispatcher.Recovered():
+	case st.Leading() && !st.Recovered():
 		return errors.New("leading, and still reading the role's log")
-	case m.leadership != nil:
+	case st.Leading():
 	case m.stateErr != nil:
 		return fmt.Errorf("reading the role's state: %w", m.stateErr)
 	case m.stateAt.IsZero():

@@ -1,16 +1,16 @@
-// Package member runs one member of a role: it competes for the role, runs a
-// dispatcher for as long as it leads, competes again when it loses the role,
-// and on shutdown lets in-flight commands finish for a bounded time, stops
-// dispatching, and resigns so a standby takes over at once.
+// Package member is the binary's member: the runtime of the public package
+// [krabkamember] (campaign, lead, drain, resign, campaign again) wired to the
+// daemon's config, with what only the daemon needs around it: the
+// httpapi.Backend the HTTP API serves (submissions, recent commands, the
+// leadership view, readiness), device health checks, and the member's
+// metrics.
 //
-// It is the runtime behind `dispatcher run` and each member of the demo, and
-// it implements the httpapi.Backend the HTTP API serves.
+// It is the runtime behind `dispatcher run` and each member of the demo.
 package member
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
+	krabkamember "github.com/krabka-io/krabka-dispatch/member"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -28,7 +29,7 @@ const (
 	DefaultShutdownTimeout = 10 * time.Second
 
 	// DefaultResignTimeout bounds the tombstone write of a resignation.
-	DefaultResignTimeout = 5 * time.Second
+	DefaultResignTimeout = krabkamember.DefaultResignTimeout
 
 	// DefaultRecentCommands is how many commands the member remembers for
 	// the API and the status page.
@@ -78,7 +79,8 @@ type Config struct {
 	Dispatch []dispatch.Option
 	// Peers maps member ids to the base URLs of their HTTP APIs.
 	Peers map[string]string
-	// ShutdownTimeout: DefaultShutdownTimeout when zero.
+	// ShutdownTimeout bounds the drain of a stopping leader (see package
+	// [krabkamember]); DefaultShutdownTimeout when zero.
 	ShutdownTimeout time.Duration
 	// HealthInterval is the gap between two health checks of the devices
 	// (dispatch.Registry.CheckHealth); DefaultHealthInterval when zero.
@@ -95,71 +97,42 @@ type Config struct {
 	MeterProvider metric.MeterProvider
 	// Logger: discard when nil.
 	Logger *slog.Logger
-	// OnEvent, when set, is called for every change of leadership, from the
-	// goroutine of Run. It must not block.
+	// OnEvent, when set, is called for every event of the member, in order,
+	// from the goroutine of Run. It must not block.
 	OnEvent func(Event)
 }
 
-// EventKind names a change of a member's leadership.
-type EventKind int
+// Event is one change of the member; see package [krabkamember].
+type Event = krabkamember.Event
 
-// The kinds of Event.
+// EventKind names what happened to the member.
+type EventKind = krabkamember.EventKind
+
+// The kinds of Event that the binary and the demo act on; every kind of
+// package [krabkamember] reaches OnEvent.
 const (
-	// EventElected: the member acquired the role; Term and Token are its
-	// term and its first token.
-	EventElected EventKind = iota + 1
-	// EventDeposed: the leadership ended without a resignation; Err says
-	// why (a fence wraps coordination.ErrFenced).
-	EventDeposed
-	// EventResigned: the member gave the role up on shutdown.
-	EventResigned
-	// EventAbandoned: the member stopped while leading and could not
-	// resign (Err says why); the standbys wait for its lease to run out.
-	EventAbandoned
+	EventElected   = krabkamember.EventElected
+	EventReady     = krabkamember.EventReady
+	EventDeposed   = krabkamember.EventDeposed
+	EventDraining  = krabkamember.EventDraining
+	EventResigned  = krabkamember.EventResigned
+	EventAbandoned = krabkamember.EventAbandoned
+	EventStopped   = krabkamember.EventStopped
 )
-
-// String names the kind.
-func (k EventKind) String() string {
-	switch k {
-	case EventElected:
-		return "elected"
-	case EventDeposed:
-		return "deposed"
-	case EventResigned:
-		return "resigned"
-	case EventAbandoned:
-		return "abandoned"
-	}
-	return fmt.Sprintf("EventKind(%d)", int(k))
-}
-
-// Event is one change of a member's leadership.
-type Event struct {
-	At     time.Time
-	Member string
-	Kind   EventKind
-	// Term is the term of the leadership the event is about; it orders
-	// leaderships.
-	Term coordination.Term
-	// Token is the leadership's fencing token when the event happened.
-	Token coordination.FencingToken
-	Err   error
-}
 
 // Member is one running member. It is safe for concurrent use.
 type Member struct {
 	cfg Config
 	log *slog.Logger
 
-	mu         sync.Mutex
-	leadership *coordination.Leadership
-	dispatcher *dispatch.Dispatcher
-	draining   bool
-	state      coordination.RoleState
-	stateAt    time.Time
-	stateErr   error
-	recent     *recent
-	submits    sync.WaitGroup // submissions in flight through this member
+	rt *krabkamember.Member
+
+	mu       sync.Mutex
+	state    coordination.RoleState
+	stateAt  time.Time
+	stateErr error
+	recent   *recent
+	submits  sync.WaitGroup // submissions in flight through this member
 	// healthChecked reports whether a round of health checks finished.
 	healthChecked bool
 	tel           *telemetry
@@ -203,6 +176,17 @@ func New(cfg Config) (*Member, error) {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	m := &Member{cfg: cfg, log: logger.With("member", cfg.Member.String()), recent: newRecent(DefaultRecentCommands)}
+	rt, err := krabkamember.New(cfg.Transport, cfg.Role, cfg.Member,
+		krabkamember.WithCoordination(cfg.Coordination...),
+		krabkamember.WithDispatcher(cfg.Registry, cfg.Log, cfg.Dispatch...),
+		krabkamember.WithDrainTimeout(cfg.ShutdownTimeout),
+		krabkamember.WithResignTimeout(DefaultResignTimeout),
+		krabkamember.WithLogger(m.log),
+		krabkamember.WithEventHandler(m.onEvent))
+	if err != nil {
+		return nil, err
+	}
+	m.rt = rt
 	tel, err := newTelemetry(cfg.MeterProvider, m)
 	if err != nil {
 		return nil, err
@@ -211,155 +195,48 @@ func New(cfg Config) (*Member, error) {
 	return m, nil
 }
 
-// Run competes for the role until ctx ends, leading whenever it wins. It
-// runs one goroutine that reads the role's state for the API, one that
-// checks the devices' health every health interval, and while it leads, the
-// dispatcher's. When ctx ends it lets in-flight submissions finish
-// for up to the shutdown timeout, halts the dispatcher (cancelling what is
-// left), resigns, and returns nil after every goroutine it started exited.
+// Run competes for the role until ctx ends, leading whenever it wins (see
+// package [krabkamember]). Beside the runtime it runs one goroutine that
+// reads the role's state for the API, one that checks the devices' health
+// every health interval, and one that follows the command log when the log
+// reader can. When ctx ends the runtime stops intake (the API answers "not
+// the leader" and the requests topic is no longer read), lets in-flight
+// commands finish for up to the shutdown timeout, halts the dispatcher and
+// resigns. Run returns after every goroutine it started exited: nil, or the
+// runtime's error when a dispatcher cannot be built.
 func (m *Member) Run(ctx context.Context) error {
 	defer m.tel.close()
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		m.watchState(ctx)
-	}()
-	go func() {
-		defer wg.Done()
-		m.checkHealth(ctx)
-	}()
+	wg.Go(func() { m.watchState(ctx) })
+	wg.Go(func() { m.checkHealth(ctx) })
 	if f, ok := m.cfg.Log.(logFollower); ok {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			m.followLog(ctx, f)
-		}()
+		wg.Go(func() { m.followLog(ctx, f) })
 	}
 	defer wg.Wait()
-	for {
-		l, err := coordination.AcquireLeadership(ctx, m.cfg.Transport, m.cfg.Role, m.cfg.Member, m.cfg.Coordination...)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			m.log.Warn("competing for the role failed; trying again", "err", err)
-			select {
-			case <-time.After(m.cfg.PollInterval):
-				continue
-			case <-ctx.Done():
-				return nil
-			}
-		}
-		if err := m.lead(ctx, l); err != nil {
-			return err
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-	}
-}
-
-// lead runs a dispatcher for one leadership, until it ends or ctx ends.
-func (m *Member) lead(ctx context.Context, l *coordination.Leadership) error {
-	d, err := dispatch.NewDispatcher(l, m.cfg.Registry, m.cfg.Log, m.cfg.Dispatch...)
-	if err != nil {
-		_ = m.resign(l)
-		return fmt.Errorf("member: %w", err)
-	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- d.Run(runCtx) }()
-
-	m.mu.Lock()
-	m.leadership, m.dispatcher, m.draining = l, d, false
-	m.mu.Unlock()
-	m.log.Info("leading the role", "role", m.cfg.Role.String(), "term", l.Term().String(), "token", l.Token().String())
-	m.tel.elected()
-	m.emit(Event{Kind: EventElected, Term: l.Term(), Token: l.Token()})
-
-	select {
-	case err := <-done:
-		m.clear()
-		cause := l.Err()
-		reason := lossReason(cause)
-		if cause == nil {
-			// The dispatcher stopped on its own: give the role to a standby.
-			cause, reason = err, lossDispatcherStopped
-			_ = m.resign(l)
-		}
-		m.log.Warn("the leadership ended", "cause", cause)
-		m.tel.lost(reason)
-		m.emit(Event{Kind: EventDeposed, Term: l.Term(), Token: l.Token(), Err: cause})
-		m.submits.Wait()
-		return nil
-	case <-ctx.Done():
-	}
-	m.mu.Lock()
-	m.draining = true
-	m.mu.Unlock()
-	m.drain(l)
-	cancel()
-	<-done
-	m.clear()
+	err := m.rt.Run(ctx)
 	m.submits.Wait()
-	if err := m.resign(l); err != nil {
+	return err
+}
+
+// onEvent counts the leaderships in the metrics and passes every event on.
+func (m *Member) onEvent(e Event) {
+	switch e.Kind {
+	case krabkamember.EventElected:
+		m.tel.elected()
+	case krabkamember.EventDeposed:
+		reason := lossReason(e.Err)
+		if errors.Is(e.Err, krabkamember.ErrDispatcherStopped) {
+			reason = lossDispatcherStopped
+		}
+		m.tel.lost(reason)
+	case krabkamember.EventResigned:
+		m.tel.lost(lossResigned)
+	case krabkamember.EventAbandoned:
 		m.tel.lost(lossAbandoned)
-		m.emit(Event{Kind: EventAbandoned, Term: l.Term(), Token: l.Token(), Err: err})
-		return nil
 	}
-	m.log.Info("resigned the role", "term", l.Term().String(), "token", l.Token().String())
-	m.tel.lost(lossResigned)
-	m.emit(Event{Kind: EventResigned, Term: l.Term(), Token: l.Token()})
-	return nil
-}
-
-// drain waits until the submissions in flight finished, the shutdown
-// timeout passed, or the leadership ended.
-func (m *Member) drain(l *coordination.Leadership) {
-	finished := make(chan struct{})
-	go func() {
-		m.submits.Wait()
-		close(finished)
-	}()
-	timer := time.NewTimer(m.cfg.ShutdownTimeout)
-	defer timer.Stop()
-	select {
-	case <-finished:
-	case <-timer.C:
-		m.log.Warn("shutdown timeout: cancelling the commands still in flight")
-	case <-l.Done():
+	if m.cfg.OnEvent != nil {
+		m.cfg.OnEvent(e)
 	}
-	// The waiter goroutine ends once the dispatcher halts and the
-	// submissions return; lead waits for them after the halt.
-}
-
-func (m *Member) clear() {
-	m.mu.Lock()
-	m.leadership, m.dispatcher, m.draining = nil, nil, false
-	m.mu.Unlock()
-}
-
-// resign gives the role up, bounded by DefaultResignTimeout, and reports a
-// resignation that did not reach the cluster.
-func (m *Member) resign(l *coordination.Leadership) error {
-	ctx, cancel := context.WithTimeout(context.Background(), DefaultResignTimeout)
-	defer cancel()
-	if err := l.Resign(ctx); err != nil && !errors.Is(err, coordination.ErrNotHeld) {
-		m.log.Warn("resign failed; the standbys wait for the lease to run out", "err", err)
-		return err
-	}
-	return nil
-}
-
-func (m *Member) emit(e Event) {
-	if m.cfg.OnEvent == nil {
-		return
-	}
-	e.At = time.Now()
-	e.Member = m.cfg.Member.String()
-	m.cfg.OnEvent(e)
 }
 
 // watchState reads the role's state every poll interval, for the API.
@@ -388,10 +265,22 @@ func (m *Member) watchState(ctx context.Context) {
 // Leading reports whether the member leads now, and under which term and
 // token.
 func (m *Member) Leading() (coordination.Authority, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.leadership == nil {
+	s := m.rt.Status()
+	if !s.Leading() {
 		return coordination.Authority{Token: coordination.NoEpoch}, false
 	}
-	return m.leadership.Authority(), true
+	return s.Authority, true
+}
+
+// Status returns the runtime's snapshot: the phase, and whether the member
+// leads and recovered, for the readiness.
+func (m *Member) Status() krabkamember.Status { return m.rt.Status() }
+
+// leader returns the dispatcher when the member leads and takes commands;
+// nil when it stands by or drains.
+func (m *Member) leader() *dispatch.Dispatcher {
+	if m.rt.Status().Phase == krabkamember.PhaseDraining {
+		return nil
+	}
+	return m.rt.Dispatcher()
 }

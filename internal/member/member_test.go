@@ -251,3 +251,63 @@ func TestDispatcherPanicResignsAndLeadsAgain(t *testing.T) {
 		t.Errorf("the command whose dispatch panicked: %+v %v, want in doubt", st, ok)
 	}
 }
+
+// gateDevice holds the command "slow" until release closes.
+type gateDevice struct {
+	started chan struct{}
+	release chan struct{}
+}
+
+func (g *gateDevice) Dispatch(ctx context.Context, cmd dispatch.Command, _ coordination.FencingToken) (dispatch.Result, error) {
+	if cmd.ID == "slow" {
+		close(g.started)
+		select {
+		case <-g.release:
+		case <-ctx.Done():
+			return dispatch.Result{}, ctx.Err()
+		}
+	}
+	return dispatch.Result{Detail: "done"}, nil
+}
+
+// TestStopRefusesSubmissionsWhileDraining: once a stopping leader drains,
+// the API refuses new commands as a member that does not lead does, and is
+// not ready for them; the command in flight finishes before the member
+// resigns.
+func TestStopRefusesSubmissionsWhileDraining(t *testing.T) {
+	cluster := kafkatest.NewFake(t)
+	brokers := cluster.ListenAddrs()
+	kafkatest.CreateFakeTopic(t, cluster, dispatch.DefaultLogTopic, dispatch.DefaultTopicPartitions, nil)
+	kafkatest.CreateFakeTopic(t, cluster, dispatch.DefaultRequestsTopic, dispatch.DefaultTopicPartitions, nil)
+	events := make(chan Event, 16)
+	dev := &gateDevice{started: make(chan struct{}), release: make(chan struct{})}
+	a := startMemberWith(t, brokers, "a", nil, events, func(c *Config) { c.ShutdownTimeout = 30 * time.Second }, dev)
+	waitEvent(t, events, EventReady)
+
+	if _, err := a.m.Submit(context.Background(), dispatch.Command{ID: "slow", Device: "dev", Action: "go"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	<-dev.started
+	a.cancel()
+	a.cancel = nil
+	waitEvent(t, events, EventDraining)
+	_, err := a.m.Submit(context.Background(), dispatch.Command{ID: "late", Device: "dev", Action: "go"}, 0)
+	var nl *httpapi.NotLeaderError
+	if !errors.As(err, &nl) {
+		t.Errorf("Submit while draining: %v, want *httpapi.NotLeaderError", err)
+	}
+	if s := a.m.Status(); !s.Leading() || s.Phase.String() != "draining" {
+		t.Errorf("status while draining: %+v", s)
+	}
+	close(dev.release)
+	waitEvent(t, events, EventResigned)
+	if err := <-a.done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	if st, ok := a.m.Command("slow"); !ok || st.State != dispatch.StatusSucceeded.String() {
+		t.Errorf("slow after the drain: %+v %v, want succeeded", st, ok)
+	}
+	if _, ok := a.m.Command("late"); ok {
+		t.Error("the command refused while draining is known")
+	}
+}

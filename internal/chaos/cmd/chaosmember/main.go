@@ -1,8 +1,8 @@
-// Command chaosmember is one dispatcher member of a chaos run: it competes for
-// a role with package coordination and, while it holds the role, runs a
-// dispatch.Dispatcher that takes commands from the requests topic and drives
-// the two devices of the run's device server. When the leadership ends it
-// competes again; SIGTERM makes it halt, resign and exit.
+// Command chaosmember is one dispatcher member of a chaos run: it runs
+// package member, which competes for a role and, while it holds the role,
+// runs a dispatch.Dispatcher that takes commands from the requests topic and
+// drives the two devices of the run's device server. When the leadership ends
+// it competes again; SIGTERM makes it stop intake, drain, resign and exit.
 //
 //	chaosmember -member m1 -role chaos-r -devices http://127.0.0.1:PORT \
 //	    -log-topic chaos-log -requests-topic chaos-requests
@@ -26,6 +26,7 @@ import (
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
 	"github.com/krabka-io/krabka-dispatch/internal/chaos"
+	krabkamember "github.com/krabka-io/krabka-dispatch/member"
 )
 
 // deviceTimeout bounds one call to the device server.
@@ -51,6 +52,7 @@ func run() error {
 	poll := flag.Duration("poll", 250*time.Millisecond, "poll interval")
 	margin := flag.Duration("margin", 1500*time.Millisecond, "dispatch safety margin")
 	redispatch := flag.Bool("redispatch", true, "devices declare redispatch after takeover safe")
+	drain := flag.Duration("drain", 5*time.Second, "drain timeout on SIGTERM")
 	flag.Parse()
 	if *brokers == "" || *member == "" || *roleName == "" || *devices == "" {
 		return errors.New("-brokers, -member, -role and -devices are required")
@@ -80,55 +82,42 @@ func run() error {
 	defer source.Close()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("member", *member)
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
 	client := &http.Client{Timeout: deviceTimeout}
-	for ctx.Err() == nil {
-		l, err := coordination.AcquireLeadership(ctx, transport, role, memberID,
-			coordination.WithLeaseConfig(config), coordination.WithPollInterval(*poll))
-		if err != nil {
-			if ctx.Err() == nil {
-				logger.Warn("acquire failed", "err", err)
-				time.Sleep(*poll) // a plain pause before the next campaign
-			}
-			continue
-		}
-		logger.Warn("leading", "term", l.Term(), "token", l.Token())
-		err = lead(ctx, l, addrs, source, client, *devices, *member, *logTopic, *requestsTopic, *margin, *redispatch, logger)
-		logger.Warn("leadership ended", "err", err)
-		if ctx.Err() != nil {
-			rctx, cancel := context.WithTimeout(context.Background(), *lease)
-			_ = l.Resign(rctx)
-			cancel()
-		}
-	}
-	return nil
-}
-
-// lead runs one dispatcher for one leadership, until the leadership or ctx
-// ends.
-func lead(ctx context.Context, l *coordination.Leadership, brokers []string, source dispatch.RequestSource,
-	client *http.Client, devices, member, logTopic, requestsTopic string, margin time.Duration, redispatch bool, logger *slog.Logger) error {
 	registry := dispatch.NewRegistry()
 	for _, name := range []string{chaos.FencedDevice, chaos.PlainDevice} {
-		dev := &chaos.HTTPDevice{BaseURL: devices, Name: name, Member: member, Client: client, Redispatch: redispatch}
+		dev := &chaos.HTTPDevice{BaseURL: *devices, Name: name, Member: *member, Client: client, Redispatch: *redispatch}
 		if err := registry.Register(name, dev); err != nil {
 			return err
 		}
 	}
-	logReader, err := dispatch.NewKafkaLogReader(brokers)
+	logReader, err := dispatch.NewKafkaLogReader(addrs)
 	if err != nil {
 		return err
 	}
-	d, err := dispatch.NewDispatcher(l, registry, logReader,
-		dispatch.WithLogTopic(logTopic, 1),
-		dispatch.WithRequestsTopic(requestsTopic, 1),
-		dispatch.WithRequestSource(source),
-		dispatch.WithSafetyMargin(margin),
-		dispatch.WithLogger(logger),
-	)
+	m, err := krabkamember.New(transport, role, memberID,
+		krabkamember.WithCoordination(coordination.WithLeaseConfig(config), coordination.WithPollInterval(*poll)),
+		krabkamember.WithDispatcher(registry, logReader,
+			dispatch.WithLogTopic(*logTopic, 1),
+			dispatch.WithRequestsTopic(*requestsTopic, 1),
+			dispatch.WithRequestSource(source),
+			dispatch.WithSafetyMargin(*margin),
+			dispatch.WithLogger(logger)),
+		krabkamember.WithCampaignBackoff(*poll, 4**poll),
+		krabkamember.WithDrainTimeout(*drain),
+		krabkamember.WithResignTimeout(*lease),
+		krabkamember.WithLogger(logger),
+		krabkamember.WithEventHandler(func(e krabkamember.Event) {
+			switch e.Kind {
+			case krabkamember.EventElected:
+				logger.Warn("leading", "term", e.Term, "token", e.Token)
+			case krabkamember.EventDeposed, krabkamember.EventResigned, krabkamember.EventAbandoned:
+				logger.Warn("leadership ended", "event", e.Kind.String(), "err", e.Err)
+			}
+		}))
 	if err != nil {
 		return err
 	}
-	return d.Run(ctx)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return m.Run(ctx)
 }

@@ -1,8 +1,8 @@
 // Command member runs one member of a role with a dispatcher and recording
 // devices, for the dispatch integration tests that kill (SIGKILL) or pause
-// (SIGSTOP) a leader in its own process. It competes for the role, dispatches
-// while it leads, competes again when it loses the role, and on SIGTERM or
-// SIGINT stops and resigns.
+// (SIGSTOP) a leader in its own process. It runs package member: it competes
+// for the role, dispatches while it leads, competes again when it loses the
+// role, and on SIGTERM or SIGINT stops intake, drains, and resigns.
 //
 // It prints one line per change to stdout, which the tests wait for:
 //
@@ -24,6 +24,7 @@ import (
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
 	"github.com/krabka-io/krabka-dispatch/internal/recorder"
+	"github.com/krabka-io/krabka-dispatch/member"
 )
 
 func main() {
@@ -54,6 +55,7 @@ func run() error {
 		devices       = flag.String("devices", "", "comma-separated device names to register")
 		redispatch    = flag.String("redispatch", "", "comma-separated device names that declare a redispatch safe")
 		checkLog      = flag.Bool("check-log", true, "devices read the committed log at each call")
+		drain         = flag.Duration("drain", 5*time.Second, "drain timeout on SIGTERM")
 	)
 	flag.Parse()
 	if *brokers == "" || *roleName == "" || *memberName == "" || *recorderURL == "" {
@@ -63,7 +65,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	member, err := coordination.NewMemberID(*memberName)
+	memberID, err := coordination.NewMemberID(*memberName)
 	if err != nil {
 		return err
 	}
@@ -115,34 +117,35 @@ func run() error {
 	}
 	defer source.Close()
 
-	for ctx.Err() == nil {
-		l, err := coordination.AcquireLeadership(ctx, transport, role, member,
-			coordination.WithLeaseConfig(lease), coordination.WithPollInterval(100*time.Millisecond))
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			fmt.Fprintln(os.Stderr, "member: acquire:", err)
-			continue
-		}
-		fmt.Printf("leading %s\n", l.Authority())
-		d, err := dispatch.NewDispatcher(l, registry, logReader,
+	m, err := member.New(transport, role, memberID,
+		member.WithCoordination(coordination.WithLeaseConfig(lease), coordination.WithPollInterval(100*time.Millisecond)),
+		member.WithDispatcher(registry, logReader,
 			dispatch.WithLogTopic(*logTopic, *partitions),
 			dispatch.WithRequestsTopic(*requestsTopic, *partitions),
 			dispatch.WithRequestSource(source),
 			dispatch.WithSafetyMargin(*margin),
-			dispatch.WithRetryBackoff(50*time.Millisecond, 200*time.Millisecond))
-		if err != nil {
-			return err
-		}
-		err = d.Run(ctx)
-		fmt.Printf("halted %v\n", err)
-		if ctx.Err() != nil {
-			rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_ = l.Resign(rctx)
-			cancel()
-			return nil
-		}
+			dispatch.WithRetryBackoff(50*time.Millisecond, 200*time.Millisecond)),
+		member.WithDrainTimeout(*drain),
+		member.WithResignTimeout(2*time.Second),
+		member.WithEventHandler(printEvent))
+	if err != nil {
+		return err
 	}
-	return nil
+	return m.Run(ctx)
+}
+
+// printEvent writes the lines the tests wait for.
+func printEvent(e member.Event) {
+	switch e.Kind {
+	case member.EventElected:
+		fmt.Printf("leading %s\n", coordination.Authority{Term: e.Term, Token: e.Token})
+	case member.EventDeposed:
+		fmt.Printf("halted %v\n", e.Err)
+	case member.EventResigned:
+		fmt.Println("halted: stopped and resigned")
+	case member.EventAbandoned:
+		fmt.Printf("halted: stopped without resigning: %v\n", e.Err)
+	case member.EventCampaignFailed:
+		fmt.Fprintln(os.Stderr, "member: acquire:", e.Err)
+	}
 }

@@ -3,10 +3,11 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
+	"sync"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
+	"github.com/krabka-io/krabka-dispatch/member"
 )
 
 // noopDevice acts on every command at once.
@@ -16,15 +17,18 @@ func (noopDevice) Dispatch(context.Context, dispatch.Command, coordination.Fenci
 	return dispatch.Result{}, nil
 }
 
-// dispatching runs a dispatcher for every role the process holds, as a
-// member does: a no-op device, the shared log reader, and a request source
-// of its own reading the role's partition of the requests topic.
+// dispatching gives every role the process holds a dispatcher, as a member
+// of the daemon has: a no-op device, the shared log reader, and a request
+// source of the role's own reading its partition of the requests topic.
 type dispatching struct {
 	brokers                 []string
 	logTopic, requestsTopic string
 	partitions              int
 	registry                *dispatch.Registry
 	log                     *dispatch.KafkaLogReader
+
+	mu      sync.Mutex
+	sources []*dispatch.KafkaRequestSource
 }
 
 func newDispatching(brokers []string, logTopic, requestsTopic string, partitions int) (*dispatching, error) {
@@ -42,26 +46,27 @@ func newDispatching(brokers []string, logTopic, requestsTopic string, partitions
 	return &dispatching{brokers: brokers, logTopic: logTopic, requestsTopic: requestsTopic, partitions: partitions, registry: registry, log: log}, nil
 }
 
-// start runs a dispatcher under l and returns the function that stops it
-// and waits for it.
-func (d *dispatching) start(l *coordination.Leadership) (stop func(), err error) {
+// option returns the member option that runs a dispatcher of one role, with
+// a request source of its own, whenever the member leads.
+func (d *dispatching) option() (member.Option, error) {
 	source, err := dispatch.NewKafkaRequestSource(d.brokers)
 	if err != nil {
-		return func() {}, err
+		return nil, err
 	}
-	disp, err := dispatch.NewDispatcher(l, d.registry, d.log,
+	d.mu.Lock()
+	d.sources = append(d.sources, source)
+	d.mu.Unlock()
+	return member.WithDispatcher(d.registry, d.log,
 		dispatch.WithLogTopic(d.logTopic, d.partitions), dispatch.WithRequestsTopic(d.requestsTopic, d.partitions),
-		dispatch.WithRequestSource(source))
-	if err != nil {
-		source.Close()
-		return func() {}, fmt.Errorf("dispatcher: %w", err)
+		dispatch.WithRequestSource(source)), nil
+}
+
+// close closes every request source, once the members have stopped. The log
+// reader holds no connection between reads.
+func (d *dispatching) close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, s := range d.sources {
+		s.Close()
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = disp.Run(ctx)
-		source.Close()
-	}()
-	return func() { cancel(); <-done }, nil
 }

@@ -1,8 +1,8 @@
-// Command holder competes for one or more roles with package coordination
-// and reports, as JSON lines on standard output, when it takes and loses each
-// one. The measurements of test/bench/ceiling run several of them to time a
-// failover from outside the processes, and one with a dispatcher per role to
-// measure what a role costs a process:
+// Command holder competes for one or more roles, one package member runtime
+// per role, and reports, as JSON lines on standard output, when it takes and
+// loses each one. The measurements of test/bench/ceiling run several of them
+// to time a failover from outside the processes, and one with a dispatcher
+// per role to measure what a role costs a process:
 //
 //	holder -member m1 -role bench-failover -lease 3s -renew 1s -stagger 1s
 //	holder -member m1 -role bench-roles -roles 100
@@ -31,12 +31,17 @@ import (
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/member"
 	"github.com/krabka-io/krabka-dispatch/test/bench/ceiling"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // resignTimeout bounds the resignation of every role after SIGTERM.
 const resignTimeout = 5 * time.Second
+
+// campaignPause is the longest pause before a role is competed for again
+// after a failed campaign.
+const campaignPause = time.Second
 
 func main() {
 	if err := run(); err != nil {
@@ -52,7 +57,9 @@ type emitter struct {
 }
 
 func (e *emitter) emit(ev ceiling.HolderEvent) {
-	ev.At = time.Now().UnixNano()
+	if ev.At == 0 {
+		ev.At = time.Now().UnixNano()
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	_ = e.enc.Encode(ev)
@@ -60,7 +67,7 @@ func (e *emitter) emit(ev ceiling.HolderEvent) {
 
 func run() error {
 	brokers := flag.String("brokers", os.Getenv("KRABKA_KAFKA_BROKERS"), "comma-separated bootstrap addresses (default $KRABKA_KAFKA_BROKERS)")
-	member := flag.String("member", "", "member id")
+	memberName := flag.String("member", "", "member id")
 	roleName := flag.String("role", "", "the role, or the name prefix of the roles with -roles > 1")
 	roles := flag.Int("roles", 1, "number of roles to hold, named <role>-0000 and up when above 1")
 	parallel := flag.Int("parallel", 32, "roles acquired at once")
@@ -72,10 +79,10 @@ func run() error {
 	requestsTopic := flag.String("requests-topic", "", "the requests topic of the dispatchers")
 	partitions := flag.Int("partitions", 1, "partitions of the log and the requests topic")
 	flag.Parse()
-	if *brokers == "" || *member == "" || *roleName == "" || *roles < 1 {
+	if *brokers == "" || *memberName == "" || *roleName == "" || *roles < 1 {
 		return errors.New("-brokers, -member, -role and -roles >= 1 are required")
 	}
-	memberID, err := coordination.NewMemberID(*member)
+	memberID, err := coordination.NewMemberID(*memberName)
 	if err != nil {
 		return err
 	}
@@ -110,22 +117,44 @@ func run() error {
 	defer signal.Stop(usr1)
 
 	options := []coordination.Option{coordination.WithLeaseConfig(config), coordination.WithPollInterval(*poll)}
-	h := &holding{out: out, member: memberID, transport: counted, options: options, want: len(names)}
+	h := &holding{out: out, member: memberID, want: len(names)}
+	var dispatching *dispatching
 	if *logTopic != "" || *requestsTopic != "" {
-		if h.dispatch, err = newDispatching(strings.Split(*brokers, ","), *logTopic, *requestsTopic, *partitions); err != nil {
+		if dispatching, err = newDispatching(strings.Split(*brokers, ","), *logTopic, *requestsTopic, *partitions); err != nil {
 			return err
 		}
+		defer dispatching.close()
 	}
 	slots := make(chan struct{}, max(1, *parallel))
-	var wg sync.WaitGroup
+	var members []*member.Member
 	for _, name := range names {
 		role, err := coordination.NewRole(name)
 		if err != nil {
-			stop()
-			wg.Wait()
 			return err
 		}
-		wg.Go(func() { h.hold(ctx, role, slots) })
+		memberOptions := []member.Option{
+			member.WithCoordination(options...),
+			member.WithCampaignSlots(slots),
+			member.WithCampaignBackoff(campaignPause/10, campaignPause),
+			member.WithResignTimeout(resignTimeout),
+			member.WithEventHandler(h.onEvent),
+		}
+		if dispatching != nil {
+			withDispatcher, err := dispatching.option()
+			if err != nil {
+				return err
+			}
+			memberOptions = append(memberOptions, withDispatcher)
+		}
+		m, err := member.New(counted, role, memberID, memberOptions...)
+		if err != nil {
+			return err
+		}
+		members = append(members, m)
+	}
+	var wg sync.WaitGroup
+	for _, m := range members {
+		wg.Go(func() { _ = m.Run(ctx) }) // a member without a dispatcher returns nil
 	}
 
 	finished := make(chan struct{})
@@ -138,20 +167,17 @@ func run() error {
 			for name, n := range requests.snapshot() {
 				ops[ceiling.RequestPrefix+name] = n
 			}
-			out.emit(ceiling.HolderEvent{Ev: ceiling.EventOps, Member: *member, Ops: ops})
+			out.emit(ceiling.HolderEvent{Ev: ceiling.EventOps, Member: *memberName, Ops: ops})
 		case <-finished:
 			return nil
 		}
 	}
 }
 
-// holding is the state shared by the goroutines of one process, one per role.
+// holding is the state shared by the members of one process, one per role.
 type holding struct {
-	out       *emitter
-	member    coordination.MemberID
-	transport coordination.Transport
-	options   []coordination.Option
-	dispatch  *dispatching // nil: hold bare leaderships
+	out    *emitter
+	member coordination.MemberID
 
 	mu    sync.Mutex
 	held  int
@@ -159,54 +185,27 @@ type holding struct {
 	ready bool
 }
 
-// hold competes for one role until ctx ends, then resigns it if held. Each
-// acquisition waits for a slot, so a thousand roles do not start a thousand
-// transactional producers at the same instant.
-func (h *holding) hold(ctx context.Context, role coordination.Role, slots chan struct{}) {
-	for ctx.Err() == nil {
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		l, err := coordination.AcquireLeadership(ctx, h.transport, role, h.member, h.options...)
-		<-slots
-		if err != nil {
-			if ctx.Err() == nil {
-				h.out.emit(ceiling.HolderEvent{Ev: ceiling.EventLost, Role: role.String(), Member: h.member.String(), Err: err.Error()})
-				select {
-				case <-time.After(time.Second):
-				case <-ctx.Done():
-				}
-			}
-			continue
-		}
-		lease := l.Lease()
-		h.out.emit(ceiling.HolderEvent{Ev: ceiling.EventAcquired, Role: role.String(), Member: h.member.String(), Token: l.Token().String(), Deadline: lease.Deadline})
-		stopDispatcher := func() {}
-		if h.dispatch != nil {
-			if stopDispatcher, err = h.dispatch.start(l); err != nil {
-				h.out.emit(ceiling.HolderEvent{Ev: ceiling.EventError, Role: role.String(), Member: h.member.String(), Err: err.Error()})
-			}
-		}
+// onEvent reports one member's event as a ceiling.HolderEvent.
+func (h *holding) onEvent(e member.Event) {
+	ev := ceiling.HolderEvent{Role: e.Role, Member: e.Member, At: e.At.UnixNano()}
+	if e.Err != nil {
+		ev.Err = e.Err.Error()
+	}
+	switch e.Kind {
+	case member.EventElected:
+		ev.Ev, ev.Token, ev.Deadline = ceiling.EventAcquired, e.Token.String(), e.Lease.Deadline
+		h.out.emit(ev)
 		h.count(+1)
-		select {
-		case <-l.Done():
-			stopDispatcher()
-			h.count(-1)
-			h.out.emit(ceiling.HolderEvent{Ev: ceiling.EventLost, Role: role.String(), Member: h.member.String(), Err: fmt.Sprint(l.Err())})
-		case <-ctx.Done():
-			stopDispatcher()
-			rctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
-			err := l.Resign(rctx)
-			cancel()
-			ev := ceiling.HolderEvent{Ev: ceiling.EventResigned, Role: role.String(), Member: h.member.String()}
-			if err != nil {
-				ev.Err = err.Error()
-			}
-			h.out.emit(ev)
-			return
-		}
+	case member.EventDeposed:
+		h.count(-1)
+		ev.Ev = ceiling.EventLost
+		h.out.emit(ev)
+	case member.EventCampaignFailed:
+		ev.Ev = ceiling.EventLost
+		h.out.emit(ev)
+	case member.EventResigned, member.EventAbandoned:
+		ev.Ev = ceiling.EventResigned
+		h.out.emit(ev)
 	}
 }
 
