@@ -27,6 +27,14 @@ func Summary(res Result) string {
 	fmt.Fprintf(&b, "  fencing device: %d calls, %d refused (stale term), %d commands obeyed twice\n", res.FencedCalls, res.FencedRefused, res.FencedDoubles)
 	fmt.Fprintf(&b, "  non-fencing device: %d calls, %d commands obeyed twice (%d after a Redispatched record, %d without)\n",
 		res.PlainCalls, res.PlainDoubles, res.PlainDoublesRedispatched, res.PlainDoubles-res.PlainDoublesRedispatched)
+	fmt.Fprintf(&b, "  freshness: %d calls judged against %d lease records (margin %s, skew assumption %s), %d delivered late after a stall, %d breaches by members skewed beyond the assumption\n",
+		res.FreshnessChecked, res.Leases, res.Margin, res.Skew, res.LateDeliveries, res.StaleBeyondSkew)
+	var subs []string
+	for k, v := range res.Submitted {
+		subs = append(subs, fmt.Sprintf("%s %d", k, v))
+	}
+	sort.Strings(subs)
+	fmt.Fprintf(&b, "  submissions: %s\n", strings.Join(subs, ", "))
 	if res.OK() {
 		b.WriteString("  PASS: no violation\n")
 		return b.String()
