@@ -66,8 +66,10 @@ bench-quick:
 bench-dispatch: cluster-start
 	. .run/kafka/env && cd $(BENCH_MODULE) && $(GO) run ./ceiling/cmd/benchdispatch -batch 100 -commands 5000 -min-ratio 0.7
 
-# chaos kills, pauses and restarts members and brokers for DURATION, then
-# proves the dispatch guarantees from the devices' records and the log.
+# chaos runs dispatcher members in network namespaces for DURATION under
+# network cuts, process and broker faults, clock skew, slow devices and
+# operator actions, then proves the dispatch guarantees from the devices'
+# records, the lease records and the log. It needs root.
 chaos:
 	DURATION=$(DURATION) bash scripts/chaos.sh
 
