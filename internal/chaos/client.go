@@ -23,7 +23,7 @@ import (
 // a member's HTTP API, spread over the roles in proportion to their
 // members. Stop returns the IDs that were accepted, which it also writes to
 // accepted.txt: a produce the cluster acknowledged (acks=all), or a
-// submission the API answered 200 or 202.
+// submission whose outcome a member reported (see submitHTTP).
 func (r *run) client(ctx context.Context) (io.Closer, func() []string, error) {
 	f, err := os.Create(filepath.Join(r.cfg.Dir, "accepted.txt"))
 	if err != nil {
@@ -125,16 +125,53 @@ func (r *run) client(ctx context.Context) (io.Closer, func() []string, error) {
 // errNotAccepted reports a submission that the API did not accept.
 var errNotAccepted = errors.New("chaos: submission not accepted")
 
-// submitHTTP posts cmd to the member at base, following the redirects of
-// standbys to the leader, and returns nil when a member answered 200 or
-// 202: the command's Issued record committed.
+// settledState reports whether a command in state st has its outcome in
+// the log.
+func settledState(st string) bool {
+	for _, s := range []dispatch.Status{dispatch.StatusSucceeded, dispatch.StatusFailed, dispatch.StatusExpired,
+		dispatch.StatusRejected, dispatch.StatusInDoubt, dispatch.StatusCancelled} {
+		if st == s.String() {
+			return true
+		}
+	}
+	return false
+}
+
+// submitHTTP submits cmd through the API as a careful client does, and
+// returns nil once a member reported an outcome of it: only then is the
+// command known to be in the log. A 202 says a leader took the command, not
+// that its Issued record committed, so the client asks again, by the
+// command's ID (the idempotency key), of the same member and then of the
+// others, for up to 30 s. It follows a standby's redirect to the leader.
 func (r *run) submitHTTP(ctx context.Context, c *http.Client, base string, cmd dispatch.Command) error {
 	body, err := json.Marshal(map[string]string{"id": cmd.ID, "device": cmd.Device, "action": cmd.Action,
 		"payload": string(cmd.Payload), "timeout": "5m"})
 	if err != nil {
 		return err
 	}
-	url := base + "/v1/commands"
+	bases := []string{base}
+	for _, m := range r.members {
+		if m.role == cmd.Role && r.url(m) != base {
+			bases = append(bases, r.url(m))
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for try := 0; time.Now().Before(deadline) && ctx.Err() == nil; try++ {
+		err = r.postCommand(ctx, c, bases[try%len(bases)]+"/v1/commands?wait=5s", body)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+// postCommand posts a submission, following up to two redirects, and
+// returns nil when the answer names a settled state.
+func (r *run) postCommand(ctx context.Context, c *http.Client, url string, body []byte) error {
 	for hop := 0; hop < 3; hop++ {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 		if err != nil {
@@ -146,11 +183,17 @@ func (r *run) submitHTTP(ctx context.Context, c *http.Client, base string, cmd d
 		if err != nil {
 			return err
 		}
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		var st struct {
+			State string `json:"state"`
+		}
+		_ = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&st)
 		resp.Body.Close()
 		switch resp.StatusCode {
 		case http.StatusOK, http.StatusAccepted:
-			return nil
+			if settledState(st.State) {
+				return nil
+			}
+			return fmt.Errorf("%w: %s answered %s, state %q", errNotAccepted, url, resp.Status, st.State)
 		case http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
 			loc, err := resp.Location()
 			if err != nil {
