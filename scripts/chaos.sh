@@ -11,9 +11,11 @@
 #   SEED=1234 scripts/chaos.sh            replay the fault choices of a run
 #   scripts/chaos.sh -rate 20             more flags for the chaos command
 #
-# It needs root (network namespaces, veth links, nftables). It starts the
-# cluster and Mosquitto when they do not run (and stops what it started at the
-# end), takes the cluster's fault lock, builds the dispatcher and the harness
+# It needs root (network namespaces, veth links, nftables). With the variables
+# of a running cluster's .run/kafka/env and .run/mosquitto/env in its
+# environment it uses those services; otherwise it starts the cluster and
+# Mosquitto when they do not run (and stops what it started at the end). It
+# takes the cluster's fault lock, builds the dispatcher and the harness
 # into .run/chaos/bin, and writes the members' configuration files and logs,
 # the device records, report.json and run.md to .run/chaos/<time>/.
 # It exits 1 when any guarantee broke, 2 when the run itself failed.
@@ -24,12 +26,12 @@ duration=${DURATION:-2m}
 
 started_kafka=0
 started_mqtt=0
-if ! grep -q 'listening: yes' <<<"$(bash scripts/services/10-kafka.sh status)"; then
+if [ -z "${KRABKA_KAFKA_BROKERS:-}" ] && ! grep -q 'listening: yes' <<<"$(bash scripts/services/10-kafka.sh status)"; then
 	started_kafka=1
 	bash scripts/deps.sh
 	bash scripts/services/10-kafka.sh start
 fi
-if ! bash scripts/services/20-mosquitto.sh status >/dev/null 2>&1; then
+if [ -z "${KRABKA_MQTT_URL:-}" ] && ! bash scripts/services/20-mosquitto.sh status >/dev/null 2>&1; then
 	started_mqtt=1
 	bash scripts/services/20-mosquitto.sh start
 fi
@@ -44,10 +46,14 @@ stop_services() {
 	exit "$rc"
 }
 trap stop_services EXIT INT TERM
-# shellcheck disable=SC1091
-. "$root/.run/kafka/env"
-# shellcheck disable=SC1091
-. "$root/.run/mosquitto/env"
+if [ -z "${KRABKA_KAFKA_BROKERS:-}" ]; then
+	# shellcheck disable=SC1091
+	. "$root/.run/kafka/env"
+fi
+if [ -z "${KRABKA_MQTT_URL:-}" ]; then
+	# shellcheck disable=SC1091
+	. "$root/.run/mosquitto/env"
+fi
 export KRABKA_KAFKA_BROKERS KRABKA_KAFKA_SCRIPT KRABKA_MQTT_URL
 
 bin=$root/.run/chaos/bin

@@ -60,7 +60,7 @@ func (r *run) client(ctx context.Context) (io.Closer, func() []string, error) {
 			fmt.Fprintln(f, id)
 			r.submitted[path+" accepted"]++
 		} else {
-			r.submitted[path+" refused"]++
+			r.submitted[path+" unconfirmed"]++
 		}
 	}
 	byRole := map[string][]*member{}

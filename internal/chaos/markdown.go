@@ -47,6 +47,20 @@ func Markdown(res Result, facts RunFacts) string {
 	w("## The run of %s UTC\n\n", facts.Finished.UTC().Format("2006-01-02 15:04"))
 	w("%s of faults (%s of wall time with start-up and the settle period), seed %d, on %s. %s\n\n",
 		res.Duration, facts.Wall.Round(time.Second), res.Seed, facts.Machine, verdict)
+	var roles []string
+	for role, members := range res.Roles {
+		roles = append(roles, fmt.Sprintf("`%s` (%s)", role, strings.Join(members, ", ")))
+	}
+	sort.Strings(roles)
+	if len(roles) > 0 {
+		var offsets []string
+		for m, o := range res.Offsets {
+			offsets = append(offsets, m+" "+o)
+		}
+		sort.Strings(offsets)
+		w("Roles sharing one log partition: %s. Clock offsets: %s; safety margin %s, skew assumption %s.\n\n",
+			strings.Join(roles, ", "), strings.Join(offsets, ", "), res.Margin, res.Skew)
+	}
 	w("| Faults injected | Count |\n|---|---:|\n")
 	var kinds []string
 	for k := range res.Faults {

@@ -85,8 +85,13 @@ type Result struct {
 	Duration string         `json:"duration"`
 	Faults   map[string]int `json:"faults"`
 
+	// Roles names the run's roles and their members; every member of every
+	// role writes to the same log partition.
+	Roles map[string][]string `json:"roles"`
+
 	// Submitted counts the submissions by path ("http", "topic") and
-	// outcome ("accepted", "refused").
+	// outcome ("accepted", "unconfirmed": a produce that failed, or a
+	// submission whose outcome no member reported within 30 s).
 	Submitted map[string]int `json:"submitted"`
 
 	// Offsets are the members' clock offsets, Skew the skew assumption of
@@ -252,7 +257,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	offsets := map[string]time.Duration{}
 	shown := map[string]string{}
+	roles := map[string][]string{}
 	for _, m := range r.members {
+		roles[m.role] = append(roles[m.role], m.name)
 		offsets[m.name] = m.offset
 		shown[m.name] = m.offset.String()
 	}
@@ -263,6 +270,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		Duration:  cfg.Duration.String(),
 		Faults:    r.faults,
 		Submitted: r.submitted,
+		Roles:     roles,
 		Offsets:   shown,
 		Skew:      r.skew.String(),
 		Margin:    r.margin.String(),

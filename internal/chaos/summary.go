@@ -16,6 +16,12 @@ func Summary(res Result) string {
 	}
 	sort.Strings(faults)
 	fmt.Fprintf(&b, "  faults: %s\n", strings.Join(faults, ", "))
+	var roles []string
+	for role, members := range res.Roles {
+		roles = append(roles, fmt.Sprintf("%s (%s)", role, strings.Join(members, " ")))
+	}
+	sort.Strings(roles)
+	fmt.Fprintf(&b, "  roles on one log partition: %s; clock offsets %v\n", strings.Join(roles, ", "), res.Offsets)
 	fmt.Fprintf(&b, "  commands: %d accepted, %d issued, %d accepted settled, %d unsettled\n", res.Accepted, res.Issued, res.Settled, res.Unsettled)
 	var outcomes []string
 	for k, v := range res.Outcomes {
