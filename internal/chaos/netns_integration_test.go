@@ -6,6 +6,8 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 )
@@ -118,4 +120,19 @@ func echoFrom(ns, addr string) error {
 		return fmt.Errorf("echo %q", line)
 	}
 	return nil
+}
+
+// leftoverNamespaces lists the namespaces of the lab that still exist.
+func leftoverNamespaces(id string) ([]string, error) {
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		return nil, err
+	}
+	var left []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], "kd-"+id+"-") {
+			left = append(left, f[0])
+		}
+	}
+	return left, nil
 }

@@ -383,18 +383,3 @@ func (l *netLab) Close() error {
 	}
 	return errors.Join(errs...)
 }
-
-// leftoverNamespaces lists the namespaces of the lab that still exist.
-func leftoverNamespaces(id string) ([]string, error) {
-	out, err := exec.Command("ip", "netns", "list").Output()
-	if err != nil {
-		return nil, err
-	}
-	var left []string
-	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], "kd-"+id+"-") {
-			left = append(left, f[0])
-		}
-	}
-	return left, nil
-}
