@@ -99,7 +99,7 @@ func Markdown(res Result, facts RunFacts) string {
 	w("| Accepted commands lost (no Issued record, or no terminal or in-doubt outcome after the settle period) | %d of %d accepted |\n", count[LostCommand], res.Accepted)
 	w("| `dispatch.Verify` findings and undecodable or non-transactional records | %d |\n\n", count[AuditViolation])
 	w("| Observed | Value |\n|---|---:|\n")
-	w("| Commands accepted (requests topic acks=all, or HTTP API 200/202) | %d |\n", res.Accepted)
+	w("| Commands accepted (requests topic acks=all, or an outcome reported by the HTTP API) | %d |\n", res.Accepted)
 	var subs []string
 	for k, v := range res.Submitted {
 		subs = append(subs, fmt.Sprintf("%s %d", k, v))
