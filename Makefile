@@ -63,8 +63,10 @@ bench:
 bench-quick:
 	bash scripts/bench.sh -quick
 
-# chaos kills, pauses and restarts members and brokers for DURATION, then
-# proves the dispatch guarantees from the devices' records and the log.
+# chaos runs dispatcher members in network namespaces for DURATION under
+# network cuts, process and broker faults, clock skew, slow devices and
+# operator actions, then proves the dispatch guarantees from the devices'
+# records, the lease records and the log. It needs root.
 chaos:
 	DURATION=$(DURATION) bash scripts/chaos.sh
 

@@ -155,11 +155,15 @@ func (o *RunOptions) Run(ctx context.Context) error {
 		}
 	}()
 
+	coordOpts, err := withClockOffset(coordinationOptions(cfg))
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
 	m, err := member.New(member.Config{
 		Transport:       transport,
 		Role:            role,
 		Member:          memberID,
-		Coordination:    coordinationOptions(cfg),
+		Coordination:    coordOpts,
 		PollInterval:    cfg.Lease.PollInterval,
 		Registry:        registry,
 		Log:             logReader,

@@ -15,17 +15,22 @@ import (
 	"github.com/krabka-io/krabka-dispatch/internal/kafkatest"
 )
 
-// TestChaosTwoMinutes runs the chaos harness against the real cluster: three
-// member processes killed, paused and restarted, brokers killed one at a
-// time, then the checker. KRABKA_CHAOS_DURATION overrides the two minutes.
+// TestChaosTwoMinutes runs the chaos harness against the real cluster and
+// Mosquitto: five `dispatcher run` processes of two roles sharing a log
+// partition, each in a network namespace of its own, killed, paused,
+// restarted, cut from Kafka or from their devices, with skewed clocks and
+// slow devices; brokers killed or cut from the others one at a time; an
+// operator resolving commands in doubt; then the checker.
+// KRABKA_CHAOS_DURATION overrides the two minutes.
 func TestChaosTwoMinutes(t *testing.T) {
 	// The run kills and restarts brokers: no other test process may use the
 	// cluster meanwhile.
 	kafkatest.LockFaults(t)
 	brokers := os.Getenv("KRABKA_KAFKA_BROKERS")
 	script := os.Getenv("KRABKA_KAFKA_SCRIPT")
-	if brokers == "" || script == "" {
-		t.Fatal("KRABKA_KAFKA_BROKERS and KRABKA_KAFKA_SCRIPT must be set: source .run/kafka/env after scripts/services/10-kafka.sh start")
+	mqttURL := os.Getenv("KRABKA_MQTT_URL")
+	if brokers == "" || script == "" || mqttURL == "" {
+		t.Fatal("KRABKA_KAFKA_BROKERS, KRABKA_KAFKA_SCRIPT and KRABKA_MQTT_URL must be set: source .run/kafka/env and .run/mosquitto/env")
 	}
 	duration := 2 * time.Minute
 	if s := os.Getenv("KRABKA_CHAOS_DURATION"); s != "" {
@@ -36,10 +41,10 @@ func TestChaosTwoMinutes(t *testing.T) {
 		duration = d
 	}
 	dir := t.TempDir()
-	member := filepath.Join(dir, "chaosmember")
-	build := exec.Command("go", "build", "-o", member, "./cmd/chaosmember")
+	bin := filepath.Join(dir, "dispatcher")
+	build := exec.Command("go", "build", "-o", bin, "../../cmd/dispatcher")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the member: %v\n%s", err, out)
+		t.Fatalf("build the dispatcher: %v\n%s", err, out)
 	}
 	addrs := strings.Split(brokers, ",")
 	reader, err := coordination.NewKafkaTransport(coordination.DefaultLeaseConfig(), addrs...)
@@ -52,8 +57,8 @@ func TestChaosTwoMinutes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), duration+10*time.Minute)
 	defer cancel()
 	res, err := Run(ctx, Config{
-		Brokers: addrs, KafkaScript: script, MemberBin: member, Dir: filepath.Join(dir, "run"),
-		Duration: duration, Settle: 90 * time.Second, Seed: seed, Members: 3, Rate: 20,
+		Brokers: addrs, KafkaScript: script, DispatcherBin: bin, MQTT: mqttURL, Dir: filepath.Join(dir, "run"),
+		Duration: duration, Settle: 2 * time.Minute, Seed: seed, Members: 3, SecondRole: 2, Rate: 10,
 		Lease: 4 * time.Second, Reader: reader, Out: testWriter{t},
 	})
 	if err != nil {
@@ -62,6 +67,14 @@ func TestChaosTwoMinutes(t *testing.T) {
 	t.Log(Summary(res))
 	if res.Accepted == 0 || res.FencedCalls == 0 || res.PlainCalls == 0 {
 		t.Fatalf("the run exercised nothing: %d accepted, %d + %d device calls", res.Accepted, res.FencedCalls, res.PlainCalls)
+	}
+	for _, fault := range []string{FaultCutKafka, FaultCutDevices, FaultKill, FaultPause} {
+		if res.Faults[fault] == 0 {
+			t.Errorf("the run injected no %s", fault)
+		}
+	}
+	if res.FreshnessChecked == 0 || res.Leases == 0 {
+		t.Errorf("the freshness check judged %d calls against %d lease records", res.FreshnessChecked, res.Leases)
 	}
 	if !res.OK() {
 		t.Fatalf("%d guarantees broke (seed %d)", len(res.Violations), seed)

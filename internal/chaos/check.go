@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
@@ -23,6 +24,14 @@ const (
 	LostCommand = "lost-command"
 	// AuditViolation: the log breaks one of its own invariants.
 	AuditViolation = "audit"
+	// StaleDispatch: a device received a call after the freshness of the
+	// caller's leadership had ended, as its lease records and the safety
+	// margin put that end (see Input.Leases), or from a member that held no
+	// lease of the role before the call.
+	StaleDispatch = "dispatch-after-freshness"
+	// UnexplainedDouble: the devices received a command more times than
+	// one plus the number of its Redispatched records.
+	UnexplainedDouble = "double-dispatch-without-redispatch"
 )
 
 // Violation is one broken guarantee.
@@ -45,6 +54,58 @@ type Input struct {
 	// Accepted are the IDs of the commands whose submission the requests
 	// topic acknowledged.
 	Accepted []string
+
+	// Leases are the committed lease records of the state topic for the
+	// roles of the run, in offset order. With Margin above zero, the
+	// freshness check runs on them: a leadership's freshness, on its
+	// holder's clock, never outlasts the largest Deadline of its lease
+	// records minus the safety margin.
+	Leases []LeaseRecord
+
+	// Margin is the dispatchers' safety margin; zero turns the freshness
+	// check off.
+	Margin time.Duration
+
+	// Skew is the assumed bound on the offset between any member's clock
+	// and the devices' clock. A lease record's instants are the holder's:
+	// the check counts a record as written before a call when its
+	// GrantedAt is no later than the call's arrival plus Skew, and ends
+	// the freshness at its Deadline minus Margin plus Skew.
+	Skew time.Duration
+
+	// Transit bounds the delay between the start of a device call and its
+	// arrival at the device, outside a stall of the caller.
+	Transit time.Duration
+
+	// Offsets are the clock offsets the run gave its members. A freshness
+	// breach by a member whose offset exceeds Skew is counted in
+	// Report.StaleBeyondSkew, not reported as a violation: the assumption
+	// the check rests on did not hold for it.
+	Offsets map[string]time.Duration
+
+	// Stalls are the intervals during which a member was cut from its
+	// devices or paused. A call from that member that arrives during a
+	// stall, or within Transit after it, may have started long before it
+	// arrived, when the leadership was still fresh: the device cannot tell.
+	// The freshness check counts it in Report.LateDeliveries instead.
+	Stalls []Window
+}
+
+// LeaseRecord is one committed lease record of a role.
+type LeaseRecord struct {
+	Role      string    `json:"role"`
+	Member    string    `json:"member"`
+	Token     string    `json:"token"`
+	GrantedAt time.Time `json:"granted_at"`
+	Deadline  time.Time `json:"deadline"`
+	Offset    int64     `json:"offset"`
+}
+
+// Window is an interval of time during which a member was cut off.
+type Window struct {
+	Member string    `json:"member"`
+	From   time.Time `json:"from"`
+	To     time.Time `json:"to"`
 }
 
 // Report is the checker's verdict on one run.
@@ -81,6 +142,17 @@ type Report struct {
 	PlainDoubles             int `json:"plain_doubles"`
 	PlainDoublesRedispatched int `json:"plain_doubles_redispatched"`
 	FencedDoubles            int `json:"fenced_doubles"`
+
+	// FreshnessChecked counts the device calls the freshness check judged;
+	// LateDeliveries the ones it left out because they arrived during or
+	// just after a stall of the caller (Input.Stalls); StaleBeyondSkew the
+	// breaches by members whose clock offset exceeded the skew assumption.
+	FreshnessChecked int `json:"freshness_checked"`
+	LateDeliveries   int `json:"late_deliveries"`
+	StaleBeyondSkew  int `json:"stale_beyond_skew"`
+
+	// Leases counts the lease records the freshness check read.
+	Leases int `json:"leases"`
 }
 
 // OK reports whether the run kept every guarantee.
@@ -98,6 +170,7 @@ func Check(in Input) Report {
 	dispatchable := map[string]map[string]bool{} // id -> authority -> committed
 	issued := map[string]bool{}
 	redispatched := map[string]bool{}
+	redispatches := map[string]int{}
 	latest := map[string]dispatch.Status{}
 	tokens := map[string]bool{}
 	for _, e := range in.Log {
@@ -114,6 +187,7 @@ func Check(in Input) Report {
 				r.Issued++
 			} else {
 				redispatched[id] = true
+				redispatches[id]++
 				r.Redispatched++
 			}
 		case dispatch.EntryOutcome:
@@ -146,9 +220,9 @@ func Check(in Input) Report {
 		}
 	}
 
-	// No term regression at the fencing device.
-	var highestCall Call
-	seen := false
+	// No term regression at any fencing device: terms are compared within
+	// one device of one role.
+	highest := map[string]Call{}
 	for _, c := range in.Fenced {
 		r.FencedCalls++
 		if c.Verdict != VerdictObeyed {
@@ -159,12 +233,13 @@ func Check(in Input) Report {
 			add(TermRegression, "fencing device obeyed %s from %s under no term (token %s)", c.ID, c.Member, c.Token)
 			continue
 		}
-		if seen && coordination.Term(c.Term).Compare(coordination.Term(highestCall.Term)) < 0 {
-			add(TermRegression, "fencing device obeyed %s under %s from %s after %s under %s from %s",
-				c.ID, c.authority(), c.Member, highestCall.ID, highestCall.authority(), highestCall.Member)
+		key := c.Role + "/" + c.Device
+		if h, seen := highest[key]; seen && coordination.Term(c.Term).Compare(coordination.Term(h.Term)) < 0 {
+			add(TermRegression, "fencing device %s obeyed %s under %s from %s after %s under %s from %s",
+				key, c.ID, c.authority(), c.Member, h.ID, h.authority(), h.Member)
 			continue
 		}
-		highestCall, seen = c, true
+		highest[key] = c
 	}
 	r.PlainCalls = len(in.Plain)
 
@@ -184,6 +259,27 @@ func Check(in Input) Report {
 			continue
 		}
 		r.Settled++
+	}
+
+	// No command dispatched twice without a Redispatched record: each
+	// Redispatched record allows one more call, whatever the device did
+	// with it.
+	received := map[string]int{}
+	for _, calls := range [][]Call{in.Fenced, in.Plain} {
+		for _, c := range calls {
+			received[c.ID]++
+		}
+	}
+	for _, id := range sortedKeys(received) {
+		if n := received[id]; n > 1+redispatches[id] {
+			add(UnexplainedDouble, "the devices received %s %d times; the log holds %d Redispatched records of it", id, n, redispatches[id])
+		}
+	}
+
+	// No call after the caller's freshness ended.
+	if in.Margin > 0 {
+		r.Leases = len(in.Leases)
+		checkFreshness(in, &r, add)
 	}
 
 	// Double dispatches.
@@ -237,5 +333,14 @@ func keys(m map[string]bool) []string {
 	if len(out) == 0 {
 		return []string{"none"}
 	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
 	return out
 }

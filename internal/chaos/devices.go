@@ -42,6 +42,10 @@ type Call struct {
 	// Device is the device name, FencedDevice or PlainDevice.
 	Device string `json:"device"`
 
+	// Role is the role whose leader dispatched; empty when the device
+	// cannot tell.
+	Role string `json:"role,omitempty"`
+
 	// ID is the command ID.
 	ID string `json:"id"`
 

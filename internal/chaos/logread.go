@@ -29,22 +29,41 @@ var _ dispatch.LogReader = LogReader{}
 
 // ReadLog implements dispatch.LogReader.
 func (r LogReader) ReadLog(ctx context.Context, tp coordination.TopicPartition) ([]dispatch.Entry, error) {
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(r.Brokers...), kgo.RequestTimeoutOverhead(DefaultRequestTimeout))
+	var entries []dispatch.Entry
+	err := readCommitted(ctx, r.Brokers, tp, func(rec *kgo.Record) {
+		e, err := dispatch.DecodeRecord(rec)
+		if err != nil {
+			// A record the codec refuses is itself a finding; keep its
+			// offset so the checker reports it.
+			entries = append(entries, dispatch.Entry{Offset: rec.Offset})
+			return
+		}
+		e.Offset = rec.Offset
+		e.Batch = &dispatch.BatchInfo{ProducerID: rec.ProducerID, ProducerEpoch: rec.ProducerEpoch, Transactional: rec.Attrs.IsTransactional()}
+		entries = append(entries, e)
+	})
+	return entries, err
+}
+
+// readCommitted calls each for every committed data record of tp, in
+// offset order, from the partition's start to its last stable offset.
+func readCommitted(ctx context.Context, brokers []string, tp coordination.TopicPartition, each func(*kgo.Record)) error {
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RequestTimeoutOverhead(DefaultRequestTimeout))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	ends, err := kadm.NewClient(admCl).ListCommittedOffsets(ctx, tp.Topic)
 	admCl.Close()
 	if err != nil {
-		return nil, fmt.Errorf("chaos: last stable offset of %s: %w", tp.Topic, err)
+		return fmt.Errorf("chaos: last stable offset of %s: %w", tp.Topic, err)
 	}
 	end, ok := ends.Lookup(tp.Topic, int32(tp.Partition))
 	if !ok || end.Err != nil {
-		return nil, fmt.Errorf("chaos: last stable offset of %s/%d: %v", tp.Topic, tp.Partition, end.Err)
+		return fmt.Errorf("chaos: last stable offset of %s/%d: %v", tp.Topic, tp.Partition, end.Err)
 	}
 	lso := end.Offset
 	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(r.Brokers...),
+		kgo.SeedBrokers(brokers...),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{tp.Topic: {int32(tp.Partition): kgo.NewOffset().AtStart()}}),
@@ -52,37 +71,27 @@ func (r LogReader) ReadLog(ctx context.Context, tp coordination.TopicPartition) 
 		kgo.RequestTimeoutOverhead(DefaultRequestTimeout),
 	)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer cl.Close()
-	var entries []dispatch.Entry
 	next := int64(0)
 	for next < lso {
 		fetches := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return err
 		}
 		var ferr error
 		fetches.EachError(func(_ string, _ int32, err error) { ferr = errors.Join(ferr, err) })
 		if ferr != nil {
-			return nil, fmt.Errorf("chaos: read %s/%d: %w", tp.Topic, tp.Partition, ferr)
+			return fmt.Errorf("chaos: read %s/%d: %w", tp.Topic, tp.Partition, ferr)
 		}
 		fetches.EachRecord(func(rec *kgo.Record) {
 			next = rec.Offset + 1
 			if rec.Attrs.IsControl() || rec.Offset >= lso {
 				return
 			}
-			e, err := dispatch.DecodeRecord(rec)
-			if err != nil {
-				// A record the codec refuses is itself a finding; keep
-				// its offset so the checker reports it.
-				entries = append(entries, dispatch.Entry{Offset: rec.Offset})
-				return
-			}
-			e.Offset = rec.Offset
-			e.Batch = &dispatch.BatchInfo{ProducerID: rec.ProducerID, ProducerEpoch: rec.ProducerEpoch, Transactional: rec.Attrs.IsTransactional()}
-			entries = append(entries, e)
+			each(rec)
 		})
 	}
-	return entries, nil
+	return nil
 }

@@ -47,6 +47,20 @@ func Markdown(res Result, facts RunFacts) string {
 	w("## The run of %s UTC\n\n", facts.Finished.UTC().Format("2006-01-02 15:04"))
 	w("%s of faults (%s of wall time with start-up and the settle period), seed %d, on %s. %s\n\n",
 		res.Duration, facts.Wall.Round(time.Second), res.Seed, facts.Machine, verdict)
+	var roles []string
+	for role, members := range res.Roles {
+		roles = append(roles, fmt.Sprintf("`%s` (%s)", role, strings.Join(members, ", ")))
+	}
+	sort.Strings(roles)
+	if len(roles) > 0 {
+		var offsets []string
+		for m, o := range res.Offsets {
+			offsets = append(offsets, m+" "+o)
+		}
+		sort.Strings(offsets)
+		w("Roles sharing one log partition: %s. Clock offsets: %s; safety margin %s, skew assumption %s.\n\n",
+			strings.Join(roles, ", "), strings.Join(offsets, ", "), res.Margin, res.Skew)
+	}
 	w("| Faults injected | Count |\n|---|---:|\n")
 	var kinds []string
 	for k := range res.Faults {
@@ -57,7 +71,16 @@ func Markdown(res Result, facts RunFacts) string {
 		name := map[string]string{
 			FaultKill: "SIGKILL of a member", FaultPause: "SIGSTOP of a member, SIGCONT later",
 			FaultRestart: "restart of a member (SIGTERM, start)", FaultBroker: "kill of a broker (SIGKILL), restart later",
-			FaultKillLeader: "of the member faults above, aimed at the leader",
+			FaultKillLeader:  "of the member faults above, aimed at the leader",
+			FaultCutKafka:    "member cut from Kafka (its Kafka link down), devices kept",
+			FaultCutDevices:  "member cut from its devices (its device link down)",
+			FaultCutBroker:   "broker cut from the other brokers (packet filter), healed later",
+			FaultSlowDevice:  "device call answered after 0 to 2 s",
+			FaultStuckDevice: "device call answered after the members' reply timeout",
+			FaultResolve:     "`dispatcher resolve` of a command in doubt (redispatch or cancel)",
+			FaultResolveFail: "`dispatcher resolve` that no member carried out",
+			FaultSkewInside:  "member whose clock is skewed within the skew assumption",
+			FaultSkewBeyond:  "member whose clock is skewed beyond the safety margin",
 		}[k]
 		if name == "" {
 			name = k
@@ -70,11 +93,19 @@ func Markdown(res Result, facts RunFacts) string {
 		count[v.Class]++
 	}
 	w("| Dispatches of a command absent from the log (device calls without a committed Issued/Redispatched record under the term and token the device saw) | %d |\n", count[UnloggedDispatch])
-	w("| Term regressions at the fencing device | %d |\n", count[TermRegression])
+	w("| Term regressions at a fencing device (a term admitted after a later one) | %d |\n", count[TermRegression])
+	w("| Device calls after the caller's freshness ended (lease deadline - margin + skew %s + transit), of %d judged | %d |\n", res.Skew, res.FreshnessChecked, count[StaleDispatch])
+	w("| Commands received more often than 1 + their Redispatched records | %d |\n", count[UnexplainedDouble])
 	w("| Accepted commands lost (no Issued record, or no terminal or in-doubt outcome after the settle period) | %d of %d accepted |\n", count[LostCommand], res.Accepted)
 	w("| `dispatch.Verify` findings and undecodable or non-transactional records | %d |\n\n", count[AuditViolation])
 	w("| Observed | Value |\n|---|---:|\n")
-	w("| Commands accepted by the requests topic (acks=all) | %d |\n", res.Accepted)
+	w("| Commands accepted (requests topic acks=all, or an outcome reported by the HTTP API) | %d |\n", res.Accepted)
+	var subs []string
+	for k, v := range res.Submitted {
+		subs = append(subs, fmt.Sprintf("%s %d", k, v))
+	}
+	sort.Strings(subs)
+	w("| Submissions by path | %s |\n", strings.Join(subs, ", "))
 	w("| Issued records | %d |\n", res.Issued)
 	var outcomes []string
 	for k, v := range res.Outcomes {
@@ -87,8 +118,10 @@ func Markdown(res Result, facts RunFacts) string {
 	w("| Calls at the fencing device / refused for a stale token | %d / %d |\n", res.FencedCalls, res.FencedRefused)
 	w("| Commands the fencing device obeyed twice | %d |\n", res.FencedDoubles)
 	w("| Calls at the non-fencing device | %d |\n", res.PlainCalls)
-	w("| Double dispatches at the non-fencing device: total / after a Redispatched record / without one (zombie window) | %d / %d / %d |\n\n",
+	w("| Double dispatches at the non-fencing device: total / after a Redispatched record / without one (zombie window) | %d / %d / %d |\n",
 		res.PlainDoubles, res.PlainDoublesRedispatched, res.PlainDoubles-res.PlainDoublesRedispatched)
+	w("| Lease records read / calls left out of the freshness check as delivered late after a stall / breaches by members skewed beyond the assumption | %d / %d / %d |\n\n",
+		res.Leases, res.LateDeliveries, res.StaleBeyondSkew)
 	if !res.OK() {
 		w("### Violations\n\n")
 		for i, v := range res.Violations {

@@ -2,11 +2,13 @@ package chaos
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
+	mrand "math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,23 +19,29 @@ import (
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Config describes one chaos run.
 type Config struct {
-	// Brokers are the bootstrap addresses of the three-broker cluster.
+	// Brokers are the bootstrap addresses of the three-broker cluster, on
+	// the host's loopback, as the brokers advertise them.
 	Brokers []string
 
 	// KafkaScript is scripts/services/10-kafka.sh, which kills and restarts
 	// one broker (kill-broker N, restart-broker N).
 	KafkaScript string
 
-	// MemberBin is the path of the cmd/chaosmember binary.
-	MemberBin string
+	// DispatcherBin is the path of the cmd/dispatcher binary; each member
+	// is `dispatcher run -c <member>.yaml`.
+	DispatcherBin string
 
-	// Dir receives the device records, the accepted submissions, the event
-	// log, the members' output and the report.
+	// MQTT is the URL of Mosquitto on the host's loopback, a listener
+	// without authentication (tcp://127.0.0.1:port).
+	MQTT string
+
+	// Dir receives the configuration files, the device records, the
+	// accepted submissions, the event log, the members' output and the
+	// report.
 	Dir string
 
 	// Duration is how long faults are injected and commands submitted.
@@ -46,18 +54,22 @@ type Config struct {
 	// Seed seeds every random choice; the run prints it.
 	Seed uint64
 
-	// Members is the number of member processes (3).
-	Members int
+	// Members is the number of members of the first role (3), and
+	// SecondRole that of a second role (2; 0 for none) whose members write
+	// to the same log partition and read the same requests partition.
+	Members, SecondRole int
 
-	// Rate is the number of commands submitted per second.
+	// Rate is the number of commands submitted per second, over both
+	// roles, half through the requests topic and half through the members'
+	// HTTP API.
 	Rate float64
 
 	// Lease is the lease duration the members use; faults are timed
-	// against it.
+	// against it, and the safety margin is 3/8 of it.
 	Lease time.Duration
 
-	// Reader reads the coordination topic, so that half the member faults
-	// hit the leader; nil picks members at random.
+	// Reader reads the run's state topic, so that half the member faults
+	// hit a leader; nil picks members at random.
 	Reader coordination.StateReader
 
 	// Out receives the progress lines; nil discards them.
@@ -73,16 +85,40 @@ type Result struct {
 	Duration string         `json:"duration"`
 	Faults   map[string]int `json:"faults"`
 
+	// Roles names the run's roles and their members; every member of every
+	// role writes to the same log partition.
+	Roles map[string][]string `json:"roles"`
+
+	// Submitted counts the submissions by path ("http", "topic") and
+	// outcome ("accepted", "unconfirmed": a produce that failed, or a
+	// submission whose outcome no member reported within 30 s).
+	Submitted map[string]int `json:"submitted"`
+
+	// Offsets are the members' clock offsets, Skew the skew assumption of
+	// the freshness check, and Margin the members' safety margin.
+	Offsets map[string]string `json:"clock_offsets"`
+	Skew    string            `json:"skew_assumption"`
+	Margin  string            `json:"safety_margin"`
+
 	// Unsettled counts the accepted commands without an outcome when the
 	// settle period ended (each is also a LostCommand violation).
 	Unsettled int `json:"unsettled"`
 }
 
+// The freshness check's allowances: the delivery of a call from a member
+// that is neither stalled nor cut from its devices (Mosquitto and two
+// forwarders on a loaded host), and the fraction of the margin that the
+// members' clock offsets stay within unless they are skewed beyond it.
+const (
+	transitAllowance = time.Second
+	skewShare        = 2 // the skew assumption is margin/skewShare
+)
+
 // Run performs a chaos run and checks it. It returns an error when the run
 // itself could not be carried out; broken guarantees are in the Result.
 func Run(ctx context.Context, cfg Config) (Result, error) {
-	if cfg.Members < 1 || cfg.MemberBin == "" || cfg.KafkaScript == "" || len(cfg.Brokers) == 0 || cfg.Rate <= 0 {
-		return Result{}, errors.New("chaos: Config needs Members, MemberBin, KafkaScript, Brokers and Rate")
+	if cfg.Members < 2 || cfg.SecondRole == 1 || cfg.DispatcherBin == "" || cfg.KafkaScript == "" || cfg.MQTT == "" || len(cfg.Brokers) == 0 || cfg.Rate <= 0 || cfg.Lease <= 0 {
+		return Result{}, errors.New("chaos: Config needs two Members or more, SecondRole 0 or two or more, DispatcherBin, KafkaScript, MQTT, Brokers, Rate and Lease")
 	}
 	if cfg.Out == nil {
 		cfg.Out = io.Discard
@@ -90,18 +126,27 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return Result{}, err
 	}
-	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x63686173)), faults: map[string]int{}}
+	r := &run{cfg: cfg, rng: mrand.New(mrand.NewPCG(cfg.Seed, cfg.Seed^0x63686173)), faults: map[string]int{}, submitted: map[string]int{},
+		margin: cfg.Lease * 3 / 8}
+	r.skew = r.margin / skewShare
 	events, err := os.Create(filepath.Join(cfg.Dir, "events.log"))
 	if err != nil {
 		return Result{}, err
 	}
 	defer events.Close()
 	r.events = io.MultiWriter(events, cfg.Out)
-	r.logf("seed %d, %d members, %s of faults, %.0f commands/s", cfg.Seed, cfg.Members, cfg.Duration, cfg.Rate)
 
-	name := fmt.Sprintf("chaos-%d-%d", time.Now().Unix(), cfg.Seed%100000)
-	r.role, r.logTopic, r.reqTopic = name, name+"-log", name+"-requests"
-	for _, topic := range []string{r.logTopic, r.reqTopic} {
+	var idb [2]byte
+	if _, err := rand.Read(idb[:]); err != nil {
+		return Result{}, err
+	}
+	r.id = hex.EncodeToString(idb[:])
+	name := fmt.Sprintf("chaos-%d-%s", time.Now().Unix(), r.id)
+	r.logTopic, r.reqTopic, r.stateTopic = name+"-log", name+"-requests", name+"-state"
+	r.prefix = "kd/" + name
+	r.logf("seed %d, run %s, %d+%d members, %s of faults, %.0f commands/s, lease %s, margin %s, skew assumption %s",
+		cfg.Seed, name, cfg.Members, cfg.SecondRole, cfg.Duration, cfg.Rate, cfg.Lease, r.margin, r.skew)
+	for _, topic := range []string{r.logTopic, r.reqTopic, r.stateTopic} {
 		tctx, cancel := context.WithTimeout(ctx, time.Minute)
 		err := createTopic(tctx, cfg.Brokers, topic)
 		cancel()
@@ -109,17 +154,62 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			return Result{}, err
 		}
 	}
-	devices, err := StartDeviceServer(cfg.Dir)
+	if err := r.secrets(); err != nil {
+		return Result{}, err
+	}
+
+	// The members, their roles and clock offsets.
+	roleA := name + "-a"
+	r.roles = []string{roleA}
+	for i := range cfg.Members {
+		r.members = append(r.members, &member{name: fmt.Sprintf("a%d", i+1), role: roleA})
+	}
+	if cfg.SecondRole > 0 {
+		roleB := name + "-b"
+		r.roles = append(r.roles, roleB)
+		for i := range cfg.SecondRole {
+			r.members = append(r.members, &member{name: fmt.Sprintf("b%d", i+1), role: roleB})
+		}
+	}
+	r.skewMembers()
+
+	var names []string
+	for _, m := range r.members {
+		names = append(names, m.name)
+	}
+	r.lab, err = newNetLab(r.id, 200+int(cfg.Seed%50), names)
+	if err != nil {
+		return Result{}, err
+	}
+	defer func() {
+		if err := r.lab.Close(); err != nil {
+			r.logf("removing the network: %v", err)
+		}
+	}()
+	if err := r.lab.forwardBrokers(cfg.Brokers); err != nil {
+		return Result{}, err
+	}
+	mqttAddr := strings.TrimPrefix(cfg.MQTT, "tcp://")
+	if r.mqttPort, err = r.lab.forwardDevices(mqttAddr); err != nil {
+		return Result{}, err
+	}
+	devices, err := StartMQTTDevices(MQTTDevicesConfig{Broker: cfg.MQTT, Prefix: r.prefix, Key: r.deviceKey, KeyID: "k1", Dir: cfg.Dir,
+		Seed: cfg.Seed, SlowShare: 0.25, StuckShare: 0.01, StuckDelay: 4 * time.Second})
 	if err != nil {
 		return Result{}, err
 	}
 	defer devices.Close()
-	r.devicesURL = devices.URL()
 
-	r.members = make([]*member, cfg.Members)
-	for i := range r.members {
-		r.members[i] = &member{name: fmt.Sprintf("m%d", i+1)}
-		if err := r.start(r.members[i]); err != nil {
+	for _, m := range r.members {
+		if err := r.writeConfig(m); err != nil {
+			return Result{}, err
+		}
+	}
+	if err := r.validate(ctx); err != nil {
+		return Result{}, err
+	}
+	for _, m := range r.members {
+		if err := r.start(m); err != nil {
 			return Result{}, err
 		}
 	}
@@ -132,6 +222,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	r.inject(ctx)
 	r.heal()
 	ids := stopClient()
+	r.waitOperator()
 	r.logf("faults stopped; %d commands accepted; settling", len(ids))
 
 	unsettled, err := r.settle(ctx, ids)
@@ -140,9 +231,19 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	r.stopMembers()
 	_ = accepted.Close()
+	for k, v := range devices.Counts() {
+		r.faults[k] += v
+	}
+	if err := devices.Close(); err != nil {
+		return Result{}, err
+	}
 
 	tp := coordination.TopicPartition{Topic: r.logTopic, Partition: 0}
 	log, err := readLog(ctx, cfg.Brokers, tp)
+	if err != nil {
+		return Result{}, err
+	}
+	leases, err := readLeases(ctx, cfg.Brokers, coordination.TopicPartition{Topic: r.stateTopic, Partition: 0})
 	if err != nil {
 		return Result{}, err
 	}
@@ -154,11 +255,25 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	offsets := map[string]time.Duration{}
+	shown := map[string]string{}
+	roles := map[string][]string{}
+	for _, m := range r.members {
+		roles[m.role] = append(roles[m.role], m.name)
+		offsets[m.name] = m.offset
+		shown[m.name] = m.offset.String()
+	}
 	res := Result{
-		Report:    Check(Input{Log: log, Fenced: fenced, Plain: plain, Accepted: ids}),
+		Report: Check(Input{Log: log, Fenced: fenced, Plain: plain, Accepted: ids,
+			Leases: leases, Margin: r.margin, Skew: r.skew, Transit: transitAllowance, Offsets: offsets, Stalls: r.stalls}),
 		Seed:      cfg.Seed,
 		Duration:  cfg.Duration.String(),
 		Faults:    r.faults,
+		Submitted: r.submitted,
+		Roles:     roles,
+		Offsets:   shown,
+		Skew:      r.skew.String(),
+		Margin:    r.margin.String(),
 		Unsettled: unsettled,
 	}
 	b, _ := json.MarshalIndent(res, "", "  ")
@@ -171,29 +286,51 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 // member is one member process slot.
 type member struct {
 	name    string
+	role    string
+	offset  time.Duration // clock offset, KRABKA_CLOCK_OFFSET
+	config  string        // path of its configuration file
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	paused  bool
 	down    bool // killed, awaiting restart
 	restart time.Time
 	resume  time.Time
+	// The links that are cut, and when they heal; stallFrom is when the
+	// member's device link went down or the member was paused.
+	kafkaCut, devicesCut bool
+	kafkaHeal, devHeal   time.Time
+	stallFrom            time.Time
 }
 
-func (m *member) healthy() bool { return m.cmd != nil && !m.paused && !m.down }
+func (m *member) healthy() bool {
+	return m.cmd != nil && !m.paused && !m.down && !m.kafkaCut && !m.devicesCut
+}
 
 // run is the state of one Run.
 type run struct {
 	cfg        Config
-	rng        *rand.Rand
+	rng        *mrand.Rand
 	events     io.Writer
-	role       string
+	id         string
+	roles      []string
 	logTopic   string
 	reqTopic   string
-	devicesURL string
+	stateTopic string
+	prefix     string // MQTT topic prefix
+	mqttPort   string
+	httpToken  string
+	deviceKey  string
+	margin     time.Duration
+	skew       time.Duration
 	members    []*member
+	lab        *netLab
+	operator   sync.WaitGroup
 
-	mu     sync.Mutex
-	faults map[string]int
+	mu        sync.Mutex
+	faults    map[string]int
+	submitted map[string]int
+	stalls    []Window
+	resolved  map[string]bool
 }
 
 func (r *run) logf(format string, args ...any) {
@@ -208,18 +345,142 @@ func (r *run) count(fault string) {
 	r.mu.Unlock()
 }
 
-// start starts a member process; its output goes to <dir>/<member>.log.
+// stall records that member stopped reaching its devices in time from
+// from to to.
+func (r *run) stall(member string, from, to time.Time) {
+	r.mu.Lock()
+	r.stalls = append(r.stalls, Window{Member: member, From: from, To: to})
+	r.mu.Unlock()
+}
+
+// secrets makes the run's HTTP token and device key.
+func (r *run) secrets() error {
+	var tok, key [32]byte
+	if _, err := rand.Read(tok[:]); err != nil {
+		return err
+	}
+	if _, err := rand.Read(key[:]); err != nil {
+		return err
+	}
+	r.httpToken, r.deviceKey = hex.EncodeToString(tok[:]), hex.EncodeToString(key[:])
+	return nil
+}
+
+// skewMembers gives the members their clock offsets: in each role one
+// member within the skew assumption, and one beyond the safety margin (the
+// last member of the first role runs behind, which stretches its freshness
+// past what the others read from its leases; the first member of the second
+// role runs ahead, which makes it challenge a leader that is still fresh).
+func (r *run) skewMembers() {
+	var a, b []*member
+	for _, m := range r.members {
+		if m.role == r.roles[0] {
+			a = append(a, m)
+		} else {
+			b = append(b, m)
+		}
+	}
+	a[1].offset = r.skew / 2
+	a[len(a)-1].offset = -(r.margin + time.Second)
+	if len(b) > 0 {
+		b[0].offset = r.margin + time.Second
+	}
+	for _, m := range r.members {
+		switch {
+		case m.offset == 0:
+		case m.offset <= r.skew && m.offset >= -r.skew:
+			r.count(FaultSkewInside)
+		default:
+			r.count(FaultSkewBeyond)
+		}
+	}
+}
+
+// The environment variables the members read their secrets from.
+const (
+	envHTTPToken = "KD_CHAOS_HTTP_TOKEN"
+	envDeviceKey = "KD_CHAOS_DEVICE_KEY"
+)
+
+// url is the member's HTTP API as the harness reaches it.
+func (r *run) url(m *member) string {
+	return "http://" + r.lab.node(m.name).dPeerIP() + ":8080"
+}
+
+// writeConfig writes the member's configuration file, as an operator
+// writes one.
+func (r *run) writeConfig(m *member) error {
+	n := r.lab.node(m.name)
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("# Member %s of a chaos run. Its network namespace reaches the brokers at\n", m.name)
+	w("# the addresses they advertise, and Mosquitto at the host end of its device link.\n")
+	w("role: %s\nmember: %s\n\n", m.role, m.name)
+	w("kafka:\n  brokers: [%s]\n  dial_timeout: 5s\n\n", strings.Join(r.cfg.Brokers, ", "))
+	w("lease:\n  duration: %s\n  renew_interval: %s\n  challenge_stagger: %s\n  poll_interval: %s\n\n",
+		r.cfg.Lease, r.cfg.Lease/4, r.cfg.Lease/4, r.cfg.Lease/16)
+	w("topics:\n  coordination: %s\n  coordination_partitions: 1\n  log: %s\n  requests: %s\n  partitions: 1\n\n",
+		r.stateTopic, r.logTopic, r.reqTopic)
+	w("http:\n  listen: %s:8080\n  token_env: %s\n\n", n.dPeerIP(), envHTTPToken)
+	w("members:\n")
+	for _, o := range r.members {
+		if o.role == m.role {
+			w("  %s: %s\n", o.name, r.url(o))
+		}
+	}
+	w("\ndispatch:\n  safety_margin: %s\n  shutdown_timeout: 5s\n  health_interval: 2s\n  health_timeout: 1s\n\n", r.margin)
+	w("devices:\n")
+	for _, d := range []string{FencedDevice, PlainDevice} {
+		w("  - name: %s\n    type: mqtt\n    mqtt:\n", d)
+		w("      brokers: [tcp://%s:%s]\n", n.dHostIP(), r.mqttPort)
+		w("      client_id: %s-%s-%s\n", strings.ReplaceAll(r.prefix, "/", "-"), m.name, d)
+		w("      qos: 1\n")
+		w("      topic: %s/%s/{role}/{device}/cmd\n", r.prefix, m.name)
+		w("      reply_topic: %s/%s/{role}/{device}/reply\n", r.prefix, m.name)
+		w("      reply_timeout: 3s\n      connect_timeout: 2s\n      publish_timeout: 3s\n      keep_alive: 5s\n")
+		w("      reconnect_min_interval: 100ms\n      reconnect_max_interval: 1s\n")
+		w("      redispatch_safe: true   # the devices deduplicate by command ID\n")
+		w("      keys:\n        - {id: k1, key_env: %s}\n", envDeviceKey)
+	}
+	m.config = filepath.Join(r.cfg.Dir, m.name+".yaml")
+	return os.WriteFile(m.config, []byte(b.String()), 0o644)
+}
+
+// env is the environment of the dispatcher processes.
+func (r *run) env(m *member) []string {
+	env := append(os.Environ(), envHTTPToken+"="+r.httpToken, envDeviceKey+"="+r.deviceKey, "DISPATCHER_TOKEN="+r.httpToken)
+	if m != nil && m.offset != 0 {
+		env = append(env, "KRABKA_CLOCK_OFFSET="+m.offset.String())
+	}
+	return env
+}
+
+// validate checks every configuration file with `dispatcher validate`.
+func (r *run) validate(ctx context.Context) error {
+	for _, m := range r.members {
+		vctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		cmd := exec.CommandContext(vctx, r.cfg.DispatcherBin, "validate", "-c", m.config)
+		cmd.Env = r.env(m)
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if err != nil {
+			return fmt.Errorf("dispatcher validate -c %s: %w: %s", m.config, err, out)
+		}
+	}
+	return nil
+}
+
+// start starts a member process in its namespace; its output goes to
+// <dir>/<member>.log.
 func (r *run) start(m *member) error {
 	out, err := os.OpenFile(filepath.Join(r.cfg.Dir, m.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
-	lease := r.cfg.Lease
-	cmd := exec.Command(r.cfg.MemberBin,
-		"-brokers", strings.Join(r.cfg.Brokers, ","), "-member", m.name, "-role", r.role,
-		"-devices", r.devicesURL, "-log-topic", r.logTopic, "-requests-topic", r.reqTopic,
-		"-lease", lease.String(), "-renew", (lease / 4).String(), "-stagger", (lease / 4).String(),
-		"-margin", (lease * 3 / 8).String(), "-poll", (lease / 16).String())
+	// ip netns exec runs the binary in place of itself: the process is
+	// the dispatcher, and signals reach it.
+	cmd := exec.Command("ip", "netns", "exec", r.lab.node(m.name).ns, r.cfg.DispatcherBin, "run", "-c", m.config)
+	cmd.Env = r.env(m)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		out.Close()
@@ -259,83 +520,6 @@ func (r *run) stopMembers() {
 	}
 }
 
-// client submits commands to the requests topic at the configured rate until
-// the returned stop function is called; stop returns the IDs whose produce
-// the cluster acknowledged (acks=all), which it also writes to accepted.txt.
-func (r *run) client(ctx context.Context) (io.Closer, func() []string, error) {
-	f, err := os.Create(filepath.Join(r.cfg.Dir, "accepted.txt"))
-	if err != nil {
-		return nil, nil, err
-	}
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(r.cfg.Brokers...),
-		kgo.DefaultProduceTopic(r.reqTopic),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.RecordDeliveryTimeout(20*time.Second),
-		kgo.RequestTimeoutOverhead(DefaultRequestTimeout),
-	)
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	var (
-		mu       sync.Mutex
-		accepted []string
-		inflight sync.WaitGroup
-	)
-	stopc := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(time.Duration(float64(time.Second) / r.cfg.Rate))
-		defer tick.Stop()
-		for n := 0; ; n++ {
-			select {
-			case <-stopc:
-				return
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			now := time.Now()
-			device := PlainDevice
-			if n%2 == 0 {
-				device = FencedDevice
-			}
-			cmd := dispatch.Command{
-				ID: fmt.Sprintf("cmd-%06d", n), Role: r.role, Device: device, Action: "set",
-				Payload: []byte(fmt.Sprintf("value-%d", n)), SubmittedAt: now, Deadline: now.Add(5 * time.Minute),
-			}
-			value, err := dispatch.EncodeRequest(cmd)
-			if err != nil {
-				continue
-			}
-			inflight.Add(1)
-			cl.Produce(ctx, &kgo.Record{Key: []byte(cmd.ID), Value: value, Partition: 0}, func(_ *kgo.Record, err error) {
-				defer inflight.Done()
-				if err != nil {
-					return
-				}
-				mu.Lock()
-				accepted = append(accepted, cmd.ID)
-				fmt.Fprintln(f, cmd.ID)
-				mu.Unlock()
-			})
-		}
-	}()
-	stop := func() []string {
-		close(stopc)
-		<-done
-		inflight.Wait()
-		cl.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]string(nil), accepted...)
-	}
-	return f, stop, nil
-}
-
 // settle waits until every accepted command has an outcome in the log, or
 // the settle period ends, and returns how many did not.
 func (r *run) settle(ctx context.Context, ids []string) (int, error) {
@@ -373,10 +557,10 @@ func (r *run) settle(ctx context.Context, ids []string) (int, error) {
 	}
 }
 
-// readLog reads the role's log with dispatch's own reader, the one an
-// auditor uses. When that reader refuses a record that does not decode, it
-// reads again with LogReader, which keeps such a record as an entry of kind
-// zero, so that the checker reports it with its offset instead of the run
+// readLog reads the log with dispatch's own reader, the one an auditor
+// uses. When that reader refuses a record that does not decode, it reads
+// again with LogReader, which keeps such a record as an entry of kind zero,
+// so that the checker reports it with its offset instead of the run
 // failing.
 func readLog(ctx context.Context, brokers []string, tp coordination.TopicPartition) ([]dispatch.Entry, error) {
 	reader, err := dispatch.NewKafkaLogReader(brokers)

@@ -16,6 +16,12 @@ func Summary(res Result) string {
 	}
 	sort.Strings(faults)
 	fmt.Fprintf(&b, "  faults: %s\n", strings.Join(faults, ", "))
+	var roles []string
+	for role, members := range res.Roles {
+		roles = append(roles, fmt.Sprintf("%s (%s)", role, strings.Join(members, " ")))
+	}
+	sort.Strings(roles)
+	fmt.Fprintf(&b, "  roles on one log partition: %s; clock offsets %v\n", strings.Join(roles, ", "), res.Offsets)
 	fmt.Fprintf(&b, "  commands: %d accepted, %d issued, %d accepted settled, %d unsettled\n", res.Accepted, res.Issued, res.Settled, res.Unsettled)
 	var outcomes []string
 	for k, v := range res.Outcomes {
@@ -27,6 +33,14 @@ func Summary(res Result) string {
 	fmt.Fprintf(&b, "  fencing device: %d calls, %d refused (stale term), %d commands obeyed twice\n", res.FencedCalls, res.FencedRefused, res.FencedDoubles)
 	fmt.Fprintf(&b, "  non-fencing device: %d calls, %d commands obeyed twice (%d after a Redispatched record, %d without)\n",
 		res.PlainCalls, res.PlainDoubles, res.PlainDoublesRedispatched, res.PlainDoubles-res.PlainDoublesRedispatched)
+	fmt.Fprintf(&b, "  freshness: %d calls judged against %d lease records (margin %s, skew assumption %s), %d delivered late after a stall, %d breaches by members skewed beyond the assumption\n",
+		res.FreshnessChecked, res.Leases, res.Margin, res.Skew, res.LateDeliveries, res.StaleBeyondSkew)
+	var subs []string
+	for k, v := range res.Submitted {
+		subs = append(subs, fmt.Sprintf("%s %d", k, v))
+	}
+	sort.Strings(subs)
+	fmt.Fprintf(&b, "  submissions: %s\n", strings.Join(subs, ", "))
 	if res.OK() {
 		b.WriteString("  PASS: no violation\n")
 		return b.String()

@@ -1,11 +1,12 @@
 // Command chaos runs the chaos harness of package internal/chaos against the
 // three-broker cluster and exits non-zero when any guarantee broke:
 //
-//	chaos -duration 2m -member-bin .run/chaos/bin/chaosmember -dir .run/chaos/run
+//	chaos -duration 2m -dispatcher-bin .run/chaos/bin/dispatcher -dir .run/chaos/run
 //
 // The brokers come from $KRABKA_KAFKA_BROKERS and the broker control script
 // from $KRABKA_KAFKA_SCRIPT, as scripts/services/10-kafka.sh writes them to
-// .run/kafka/env. The seed is printed; pass it back with -seed to replay the
+// .run/kafka/env, and Mosquitto from $KRABKA_MQTT_URL (.run/mosquitto/env).
+// It must run as root: it creates a network namespace per member. The seed is printed; pass it back with -seed to replay the
 // same choices of faults (the timing of the processes still varies).
 package main
 
@@ -39,21 +40,23 @@ func main() {
 func run() (bool, error) {
 	brokers := flag.String("brokers", os.Getenv("KRABKA_KAFKA_BROKERS"), "comma-separated bootstrap addresses (default $KRABKA_KAFKA_BROKERS)")
 	script := flag.String("kafka-script", os.Getenv("KRABKA_KAFKA_SCRIPT"), "the broker control script (default $KRABKA_KAFKA_SCRIPT)")
-	memberBin := flag.String("member-bin", "", "path of the chaosmember binary")
+	dispatcherBin := flag.String("dispatcher-bin", "", "path of the dispatcher binary")
+	mqttURL := flag.String("mqtt", os.Getenv("KRABKA_MQTT_URL"), "Mosquitto, without authentication (default $KRABKA_MQTT_URL)")
+	second := flag.Int("second-role", 2, "members of a second role sharing the log partition (0: none)")
 	dir := flag.String("dir", ".run/chaos/run", "directory for the records and the report")
 	duration := flag.Duration("duration", 2*time.Minute, "how long faults are injected")
-	settle := flag.Duration("settle", 90*time.Second, "bound on the wait for every accepted command to reach an outcome")
+	settle := flag.Duration("settle", 2*time.Minute, "bound on the wait for every accepted command to reach an outcome")
 	seed := flag.Uint64("seed", 0, "random seed (0 picks one from the clock)")
-	members := flag.Int("members", 3, "member processes")
-	rate := flag.Float64("rate", 20, "commands submitted per second")
+	members := flag.Int("members", 3, "members of the first role")
+	rate := flag.Float64("rate", 10, "commands submitted per second")
 	lease := flag.Duration("lease", 4*time.Second, "lease duration of the members")
 	render := flag.String("render", "", "print the Markdown report of the finished run in this directory, and run nothing")
 	flag.Parse()
 	if *render != "" {
 		return renderRun(*render)
 	}
-	if *brokers == "" || *script == "" || *memberBin == "" {
-		return false, errors.New("-brokers (or $KRABKA_KAFKA_BROKERS), -kafka-script (or $KRABKA_KAFKA_SCRIPT) and -member-bin are required")
+	if *brokers == "" || *script == "" || *dispatcherBin == "" || *mqttURL == "" {
+		return false, errors.New("-brokers (or $KRABKA_KAFKA_BROKERS), -kafka-script (or $KRABKA_KAFKA_SCRIPT), -mqtt (or $KRABKA_MQTT_URL) and -dispatcher-bin are required")
 	}
 	started := time.Now()
 	if *seed == 0 {
@@ -67,8 +70,8 @@ func run() (bool, error) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	res, err := chaos.Run(ctx, chaos.Config{
-		Brokers: strings.Split(*brokers, ","), KafkaScript: *script, MemberBin: *memberBin, Dir: *dir,
-		Duration: *duration, Settle: *settle, Seed: *seed, Members: *members, Rate: *rate, Lease: *lease,
+		Brokers: strings.Split(*brokers, ","), KafkaScript: *script, DispatcherBin: *dispatcherBin, MQTT: *mqttURL, Dir: *dir,
+		Duration: *duration, Settle: *settle, Seed: *seed, Members: *members, SecondRole: *second, Rate: *rate, Lease: *lease,
 		Reader: reader, Out: os.Stdout,
 	})
 	if err != nil {
