@@ -9,6 +9,10 @@ command -v mvn >/dev/null 2>&1 || need+=(maven)
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 # systemd-analyze verifies packaging/dispatcher@.service.
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
+# nft cuts a broker from the others in the chaos run.
+command -v nft >/dev/null 2>&1 || need+=(nftables)
+# ip creates the chaos run's network namespaces and veth links.
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 updated=""
