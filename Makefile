@@ -22,7 +22,7 @@ RELEASE_OUT ?= bin/dispatcher
 # too.
 BENCH_MODULE := test/bench
 
-.PHONY: test test-unit lint fmt deps release bench bench-quick bench-dispatch chaos fuzz cluster-start cluster-stop
+.PHONY: test test-unit lint fmt deps release bench bench-quick bench-dispatch chaos sim fuzz cluster-start cluster-stop
 
 test:
 	bash scripts/test.sh
@@ -70,6 +70,11 @@ bench-dispatch: cluster-start
 # proves the dispatch guarantees from the devices' records and the log.
 chaos:
 	DURATION=$(DURATION) bash scripts/chaos.sh
+
+# sim runs SEEDS seeds of the deterministic simulator and writes .run/sim-report.md.
+SEEDS ?= 100000
+sim:
+	go run ./test/sim/cmd/sim -seeds $(SEEDS) -report .run/sim-report.md
 
 fuzz:
 	FUZZTIME=$(FUZZTIME) bash scripts/fuzz.sh

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/krabka-io/krabka-dispatch/dispatch"
+	"github.com/krabka-io/krabka-dispatch/internal/chaos"
 )
 
 // The fault classes a seed may enable.
@@ -166,8 +167,8 @@ func (w *world) inject(class string) {
 		w.note("fault: %s clock skew %d ms", m.name, m.skew)
 	case faultSlowDevice:
 		r := w.roles[w.rng.IntN(len(w.roles))]
-		for _, d := range r.devices {
-			if w.chance(0.5) {
+		for _, name := range []string{chaos.FencedDevice, chaos.PlainDevice} {
+			if d := r.devices[name]; w.chance(0.5) {
 				d.slowUntil = w.now + w.between(5_000, 30_000)
 			}
 		}
