@@ -17,11 +17,16 @@
 //     later records carry it in the term header, freshness is the lease
 //     duration minus the time since just before the last committed grant
 //     was written, on the monotonic clock. A live lease of the member's own
-//     ID is waited out; resign tombstones lease and registration in one
-//     guarded write.
+//     ID is waited out; the instant a decision judges its view at is taken
+//     before the read; after the InitProducerId a challenger reads the role
+//     again and outwaits a fenced holder's live lease, or a lease duration
+//     when that read cannot pass the high watermark, before its first lease;
+//     resign tombstones lease and registration in one guarded write.
 //   - A transaction coordinator modelling transactions v2: InitProducerId
-//     aborts the open transaction and bumps the epoch, fencing earlier
-//     epochs; every EndTxn bumps the epoch and returns the new token; an
+//     bumps the epoch, fencing earlier epochs, and answers
+//     CONCURRENT_TRANSACTIONS (the client sends it again) while the last
+//     transaction is open, which it aborts, or decided with its markers not
+//     yet landed; every EndTxn bumps the epoch and returns the new token; an
 //     exhausted epoch rotates to a producer id from the coordinating
 //     broker's block, which may be lower; the last stable offset hides
 //     records behind an undecided transaction or one whose markers have not

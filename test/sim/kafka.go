@@ -17,6 +17,11 @@ var (
 	// errTimeout: no answer came within the request timeout; the request
 	// may or may not have taken effect.
 	errTimeout = errors.New("sim: request timed out")
+
+	// errConcurrent: CONCURRENT_TRANSACTIONS, the coordinator's answer to an
+	// InitProducerId while the transactional id's last transaction is still
+	// being completed; the client sends it again.
+	errConcurrent = errors.New("sim: concurrent transactions")
 )
 
 // maxEpoch is the epoch at which the coordinator rotates to a new producer
@@ -184,15 +189,24 @@ func (k *kafka) mint() int64 {
 	return id
 }
 
-// initProducerID is InitProducerId: it aborts the open transaction of the
-// transactional id, bumps the epoch, and so fences every earlier holder.
+// initProducerID is InitProducerId: it bumps the epoch and so fences every
+// earlier holder. As Kafka's coordinator does, it answers only once the last
+// transaction of the transactional id is complete, markers written: an open
+// transaction is fenced (epoch bumped) and aborted, and the call, like one
+// that finds a decided transaction whose markers have not landed, is
+// answered CONCURRENT_TRANSACTIONS for the client to send it again.
 func (k *kafka) initProducerID(role string) (coordination.FencingToken, error) {
 	if k.down() {
 		return coordination.NoEpoch, errUnavailable
 	}
 	p := k.producerOf(role)
-	if p.txn != nil && !p.txn.ended {
-		k.decide(p.txn, false)
+	if t := p.txn; t != nil && !t.ended {
+		k.decide(t, false)
+		k.bump(p)
+		return coordination.NoEpoch, errConcurrent
+	}
+	if t := p.txn; t != nil && !t.marked {
+		return coordination.NoEpoch, errConcurrent
 	}
 	k.bump(p)
 	return k.token(p), nil

@@ -140,9 +140,12 @@ func (m *member) register(done func(error)) {
 // second at least). When an open transaction still holds the last stable
 // offset back, a transaction of another producer makes it read again; one
 // of the role's own producer leaves a partial view to decide on.
-func (m *member) readState() { m.readStateUntil(-1, m.w.now+max(m.w.cfg.Poll, 1000)) }
+//
+// The instant that the decision judges the view at is taken before the
+// read, as campaign.run takes it.
+func (m *member) readState() { m.readStateUntil(m.wall(), -1, m.w.now+max(m.w.cfg.Poll, 1000)) }
 
-func (m *member) readStateUntil(target, giveUp int64) {
+func (m *member) readStateUntil(now, target, giveUp int64) {
 	k := m.w.kafka
 	var recs []*record
 	var open []int64
@@ -160,11 +163,11 @@ func (m *member) readStateUntil(target, giveUp int64) {
 			target = hwm
 		}
 		if lso >= target {
-			m.decide(recs, false)
+			m.decide(now, recs, false)
 			return
 		}
 		if m.w.now < giveUp {
-			m.w.scheduleFor(m, 50, m.name+": the read waits for the last stable offset", func() { m.readStateUntil(target, giveUp) })
+			m.w.scheduleFor(m, 50, m.name+": the read waits for the last stable offset", func() { m.readStateUntil(now, target, giveUp) })
 			return
 		}
 		var held coordination.FencingToken
@@ -173,7 +176,7 @@ func (m *member) readStateUntil(target, giveUp int64) {
 			return err
 		}, func(err error) {
 			if err == nil && containsPID(open, held.ProducerID()) {
-				m.decide(recs, true)
+				m.decide(now, recs, true)
 				return
 			}
 			m.readState()
@@ -190,8 +193,8 @@ func stateRecords(recs []*record) []coordination.StateRecord {
 }
 
 // decide folds the view with the real RoleStateBuilder and takes the step
-// that the real Evaluate names.
-func (m *member) decide(recs []*record, partial bool) {
+// that the real Evaluate names at the instant now, taken before the read.
+func (m *member) decide(now int64, recs []*record, partial bool) {
 	w := m.w
 	state, err := coordination.BuildRoleState(m.r.role, stateRecords(recs))
 	if err != nil {
@@ -202,7 +205,6 @@ func (m *member) decide(recs []*record, partial bool) {
 	if _, ok := state.Entry(m.id); partial && !ok && m.registered {
 		state.Roster = append(state.Roster, coordination.RosterEntry{Member: m.id, Offset: math.MaxInt64, RegisteredAt: m.lastRegistered})
 	}
-	now := m.wall()
 	decision := coordination.Evaluate(state, m.id, now, w.cfg.Lease)
 	if decision.Action == coordination.ActionHold {
 		// Another incarnation's live lease: wait for its deadline.
@@ -213,7 +215,7 @@ func (m *member) decide(recs []*record, partial bool) {
 	case coordination.ActionChallenge:
 		m.challenge()
 	case coordination.ActionNotRegistered:
-		since := now - m.lastRegistered
+		since := max(now-m.lastRegistered, 0)
 		if since >= w.cfg.Poll {
 			m.register(func(err error) {
 				if err != nil {
@@ -231,8 +233,8 @@ func (m *member) decide(recs []*record, partial bool) {
 	}
 }
 
-// challenge mints the epoch and writes the first lease under it. Its
-// offset is the term.
+// challenge mints the epoch, outwaits the lease of the holder it fenced,
+// and writes the first lease under the epoch. Its offset is the term.
 func (m *member) challenge() {
 	w, k := m.w, m.w.kafka
 	var token coordination.FencingToken
@@ -240,34 +242,118 @@ func (m *member) challenge() {
 		token, err = k.initProducerID(m.r.name)
 		return err
 	}, func(err error) {
+		if errors.Is(err, errConcurrent) {
+			// The client sends the InitProducerId again after a backoff,
+			// inside the one AcquireEpoch call.
+			w.scheduleFor(m, w.between(20, 100), m.name+": InitProducerId again", m.challenge)
+			return
+		}
 		if err != nil {
 			m.retryCampaign()
 			return
 		}
-		l := &leadership{m: m, token: token, term: coordination.NoTerm}
-		start := w.now
-		lease := w.cfg.Lease.Grant(m.id, token, m.wall())
-		l.writing = true
-		rec := &record{key: leaseKey(m.r), value: coordination.EncodeLease(lease), sentAt: start}
-		l.guardedWrite([]*partition{k.state}, []*record{rec}, func(next coordination.FencingToken, err error) {
-			l.release()
-			if err != nil {
-				if errors.Is(err, coordination.ErrFenced) {
-					w.scheduleFor(m, w.cfg.Poll, m.name+": read the role after a lost challenge", m.readState)
-					return
-				}
-				m.retryCampaign()
+		m.outwait(w.now, func() { m.firstLease(token) })
+	})
+}
+
+// outwait is campaign.outwait: after the fence, read the role to the high
+// watermark; a live lease in that view is waited out to its deadline on the
+// member's wall clock; a view the read cannot complete is read again every
+// poll interval; every wait ends one lease duration after fenced, the
+// instant AcquireEpoch returned, on the monotonic clock.
+func (m *member) outwait(fenced int64, done func()) {
+	w := m.w
+	full := w.cfg.Lease.Duration().Milliseconds()
+	if fenced+full <= w.now || w.cfg.bugNoOutwait {
+		done()
+		return
+	}
+	m.readWhole(func(recs []*record, whole bool) {
+		left := fenced + full - w.now
+		if whole {
+			b := coordination.NewRoleStateBuilder(m.r.role)
+			for _, r := range stateRecords(recs) {
+				_ = b.Apply(r)
+			}
+			state := b.Build()
+			now := m.wall()
+			if state.Lease == nil || !w.cfg.Lease.Timing(*state.Lease).LiveAt(now) {
+				done()
 				return
 			}
-			l.term = coordination.Term(rec.offset)
-			l.token, l.lease, l.fresh = next, lease, start
-			m.lead = l
-			w.note("%s leads %s at term %d token %s", m.name, m.r.name, rec.offset, next)
-			m.r.terms = append(m.r.terms, termStart{term: l.term, member: m.name, at: w.now})
-			l.scheduleRenewal()
-			l.d = newDispatcher(l)
-			l.d.recover()
+			wait := min(left, state.Lease.Deadline-now)
+			w.note("%s: outwaits the fenced lease of %s for %d ms", m.name, state.Lease.Member, max(wait, 0))
+			w.scheduleFor(m, wait, m.name+": the fenced lease is out", done)
+			return
+		}
+		w.note("%s: the read after the fence is incomplete", m.name)
+		w.scheduleFor(m, min(w.cfg.Poll, left), m.name+": read the role again after the fence", func() { m.outwait(fenced, done) })
+	})
+}
+
+// readWhole reads the role's partition until the read passed the high
+// watermark taken when it began, for at most a poll interval (a second at
+// least), and reports whether it did. A failed read did not.
+func (m *member) readWhole(done func(recs []*record, whole bool)) {
+	giveUp := m.w.now + max(m.w.cfg.Poll, 1000)
+	target := int64(-1)
+	var step func()
+	step = func() {
+		k := m.w.kafka
+		var recs []*record
+		var hwm, lso int64
+		m.kcall("read the role after the fence", func() (err error) {
+			recs, _, hwm, err = k.read(k.state)
+			lso = k.state.lso()
+			return err
+		}, func(err error) {
+			if err != nil {
+				done(nil, false)
+				return
+			}
+			if target < 0 {
+				target = hwm
+			}
+			if lso >= target {
+				done(recs, true)
+				return
+			}
+			if m.w.now < giveUp {
+				m.w.scheduleFor(m, 50, m.name+": the read after the fence waits for the last stable offset", step)
+				return
+			}
+			done(nil, false)
 		})
+	}
+	step()
+}
+
+// firstLease writes the first lease under the minted token.
+func (m *member) firstLease(token coordination.FencingToken) {
+	w, k := m.w, m.w.kafka
+	l := &leadership{m: m, token: token, term: coordination.NoTerm}
+	start := w.now
+	lease := w.cfg.Lease.Grant(m.id, token, m.wall())
+	l.writing = true
+	rec := &record{key: leaseKey(m.r), value: coordination.EncodeLease(lease), sentAt: start}
+	l.guardedWrite([]*partition{k.state}, []*record{rec}, func(next coordination.FencingToken, err error) {
+		l.release()
+		if err != nil {
+			if errors.Is(err, coordination.ErrFenced) {
+				w.scheduleFor(m, w.cfg.Poll, m.name+": read the role after a lost challenge", m.readState)
+				return
+			}
+			m.retryCampaign()
+			return
+		}
+		l.term = coordination.Term(rec.offset)
+		l.token, l.lease, l.fresh = next, lease, start
+		m.lead = l
+		w.note("%s leads %s at term %d token %s", m.name, m.r.name, rec.offset, next)
+		m.r.terms = append(m.r.terms, termStart{term: l.term, member: m.name, at: w.now})
+		l.scheduleRenewal()
+		l.d = newDispatcher(l)
+		l.d.recover()
 	})
 }
 

@@ -37,6 +37,7 @@ type Config struct {
 	// The known bugs that the tests inject to show that the checks fail.
 	bugSkipFreshness        bool
 	bugDispatchBeforeCommit bool
+	bugNoOutwait            bool // the challenger writes its first lease right after the fence
 }
 
 // DefaultConfig is the real dispatcher's timing: lease 30 s, renewal every

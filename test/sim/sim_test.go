@@ -36,7 +36,7 @@ func quickConfig(t testing.TB) Config {
 }
 
 // TestSeeds runs the first thousand seeds of the quick configuration and
-// fails on any violation that is not a known finding.
+// fails on any violation.
 func TestSeeds(t *testing.T) {
 	const seeds, batch = 1000, 100
 	cfg := quickConfig(t)
@@ -48,10 +48,6 @@ func TestSeeds(t *testing.T) {
 					t.Fatalf("seed %d: %v", seed, err)
 				}
 				for _, v := range res.Violations {
-					if isKnown(quickFindings, seed, v.Class) {
-						t.Logf("seed %d: known finding %s: %s", seed, v.Class, v.Detail)
-						continue
-					}
 					t.Errorf("seed %d (%s): %s: %s\n\treplay: %s", seed, res.Faults, v.Class, v.Detail, replay(seed))
 				}
 			}
@@ -97,6 +93,7 @@ func TestInjectedBugsAreCaught(t *testing.T) {
 	}{
 		{"skip-freshness-check", func(c *Config) { c.bugSkipFreshness = true }, []string{FreshnessOverrun}},
 		{"dispatch-before-commit", func(c *Config) { c.bugDispatchBeforeCommit = true }, []string{DispatchBeforeCommit, "dispatch-not-in-log"}},
+		{"no-outwait", func(c *Config) { c.bugNoOutwait = true }, []string{ZombieDispatch}},
 	}
 	const within = 300
 	for _, tc := range cases {
