@@ -97,8 +97,11 @@
 // atomic at the coordinator, so a simultaneous challenge by every standby
 // still leaves exactly one member with the newest epoch. The losers keep an
 // older epoch, and each one learns that it lost on its first guarded write.
-// Set the stagger to make that outcome rare. Do not set it to make the
-// outcome safe, because the outcome is already safe.
+// A loser whose InitProducerId lands after the winner's first lease
+// committed fences the winner instead, and it then outwaits the winner's
+// lease before it leads (see below), so the role goes without a leader for
+// up to a lease duration. Set the stagger to make that outcome rare. Do not
+// set it to make the outcome safe, because the outcome is already safe.
 //
 // # The rules pin no Kafka client
 //
