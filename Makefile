@@ -22,7 +22,7 @@ RELEASE_OUT ?= bin/dispatcher
 # too.
 BENCH_MODULE := test/bench
 
-.PHONY: test test-unit lint fmt deps release bench bench-quick chaos fuzz cluster-start cluster-stop
+.PHONY: test test-unit lint fmt deps release bench bench-quick chaos sim fuzz cluster-start cluster-stop
 
 test:
 	bash scripts/test.sh
@@ -69,6 +69,11 @@ bench-quick:
 # records, the lease records and the log. It needs root.
 chaos:
 	DURATION=$(DURATION) bash scripts/chaos.sh
+
+# sim runs SEEDS seeds of the deterministic simulator and writes .run/sim-report.md.
+SEEDS ?= 100000
+sim:
+	go run ./test/sim/cmd/sim -seeds $(SEEDS) -report .run/sim-report.md
 
 fuzz:
 	FUZZTIME=$(FUZZTIME) bash scripts/fuzz.sh

@@ -44,6 +44,11 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		// The instant is taken before the read, so a read that was slow,
+		// or a process paused with the answer in hand, judges the view at
+		// an instant no later than the view: a lease it shows never looks
+		// more expired than it was when the read began.
+		now := clock.NowMillis()
 		records, partial, err := c.read(ctx)
 		if errors.Is(err, errReadAgain) {
 			continue
@@ -58,7 +63,6 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 		if partial {
 			state = c.assumeRegistered(state)
 		}
-		now := clock.NowMillis()
 		decision := Evaluate(state, c.member, now, c.settings.lease)
 		if decision.Action == ActionHold {
 			// A live lease names this member, but this call holds no epoch:
@@ -188,13 +192,17 @@ func (c *campaign) register(ctx context.Context) error {
 	return nil
 }
 
-// challenge mints the epoch of the role and writes the first lease under it.
-// A fenced first write means another member minted a newer epoch in the
-// meantime; the error then wraps ErrFenced.
+// challenge mints the epoch of the role, outwaits the freshness of the
+// holder it fenced, and writes the first lease under the epoch. A fenced
+// first write means another member minted a newer epoch in the meantime; the
+// error then wraps ErrFenced.
 func (c *campaign) challenge(ctx context.Context) (*Leadership, error) {
 	token, err := c.transport.AcquireEpoch(ctx, c.role)
 	if err != nil {
 		return nil, c.cause(ctx, "acquire the epoch", err)
+	}
+	if err := c.outwait(ctx, startStopwatch(c.settings.clock)); err != nil {
+		return nil, c.cause(ctx, "outwait the lease fenced by token "+token.String(), err)
 	}
 	l := newLeadership(c.transport, c.role, c.member, c.partition, c.settings, token)
 	start := time.Now()
@@ -218,6 +226,86 @@ func (c *campaign) challenge(ctx context.Context) (*Leadership, error) {
 	l.fresh = freshness{mono: start, millis: now}
 	l.start(ctx)
 	return l, nil
+}
+
+// outwait returns once no member that the new epoch fenced can still find
+// its lease fresh, or when ctx ends.
+//
+// The view that led to the challenge may be stale. The transaction markers
+// of a renewal that already committed may land after the read, so the view
+// before the holder's transaction hid a newer lease; or the challenger was
+// paused between its read and its challenge while the holder renewed; or a
+// holder paused past its deadline woke and committed one more renewal just
+// before the InitProducerId. In each case the holder still finds its lease
+// fresh, and it would drive the devices that check no token beside the new
+// leader. The epoch fences its writes to the log, not its device calls.
+//
+// After AcquireEpoch the earlier epochs can commit nothing more: the
+// coordinator aborted an open transaction, and it answered the
+// InitProducerId only once a committing transaction was complete, with its
+// markers written. So a read of the partition that reaches the high
+// watermark now shows the newest committed lease of any member, and that
+// lease is the last one a fenced holder will ever have. When it is still
+// live on this member's clock, the wait lasts until its deadline; the
+// holder's freshness, which its monotonic clock measures from just before
+// it began writing that lease, ends by then within the skew that the
+// dispatcher's safety margin covers.
+//
+// A read that cannot show the whole partition (another producer's
+// transaction holds the last stable offset back past the read bound, or the
+// read fails) proves nothing, and the campaign reads again every poll
+// interval. Every wait ends at the latest one lease duration after fenced,
+// the instant just after AcquireEpoch returned, measured by the stopwatch:
+// a lease that a fenced holder committed was committed before the
+// coordinator handled the fencing InitProducerId, and its freshness started
+// before the holder began that write, so it ends within one lease duration
+// of that instant on any clock that runs at the right rate, whatever the
+// skew. The instant just before the AcquireEpoch call would not do: the
+// call may wait and retry, a renewal that began after it may commit before
+// the InitProducerId lands, and that lease is fresh past the bound.
+//
+// Another member may fence this one during the wait; the first lease write
+// then fails with ErrFenced.
+func (c *campaign) outwait(ctx context.Context, fenced stopwatch) error {
+	full := c.settings.lease.duration
+	for {
+		left := full - fenced.elapsed()
+		if left <= 0 {
+			return nil
+		}
+		readCtx, cancel := context.WithTimeout(ctx, max(c.settings.pollInterval, time.Second))
+		records, err := c.transport.ReadPartition(readCtx, c.partition)
+		cancel()
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return ctxErr
+		}
+		if err == nil {
+			state := c.fold(records)
+			now := c.settings.clock.NowMillis()
+			if state.Lease == nil || !c.settings.lease.Timing(*state.Lease).LiveAt(now) {
+				return nil
+			}
+			return c.sleep(ctx, min(full-fenced.elapsed(), millisBetween(now, state.Lease.Deadline)))
+		}
+		// An incomplete view: read again after a poll interval, and stop
+		// at the full lease duration.
+		if err := c.sleep(ctx, min(c.settings.pollInterval, full-fenced.elapsed())); err != nil {
+			return err
+		}
+	}
+}
+
+// sleep blocks on the clock for the extent, or until ctx ends.
+func (c *campaign) sleep(ctx context.Context, extent time.Duration) error {
+	if extent <= 0 {
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.settings.clock.After(extent):
+		return nil
+	}
 }
 
 // wait blocks on the clock for the extent, or until ctx ends. With a

@@ -31,6 +31,39 @@ func (SystemClock) NowMillis() int64 { return time.Now().UnixMilli() }
 // After returns a channel that receives one value after the extent passes.
 func (SystemClock) After(extent time.Duration) <-chan time.Time { return time.After(extent) }
 
+// onHostClock reports whether clock is the clock of the host, whose extents
+// the monotonic clock measures better than the wall clock does.
+func onHostClock(clock Clock) bool {
+	switch clock.(type) {
+	case SystemClock, *SystemClock:
+		return true
+	}
+	return false
+}
+
+// stopwatch measures the extent since it started: on the monotonic clock of
+// the host for [SystemClock], so a step of the wall clock does not move it,
+// and on the Clock itself otherwise.
+type stopwatch struct {
+	clock     Clock
+	monotonic bool
+	mono      time.Time
+	millis    int64
+}
+
+// startStopwatch starts a stopwatch on clock now.
+func startStopwatch(clock Clock) stopwatch {
+	return stopwatch{clock: clock, monotonic: onHostClock(clock), mono: time.Now(), millis: clock.NowMillis()}
+}
+
+// elapsed returns the extent since the start, never negative.
+func (s stopwatch) elapsed() time.Duration {
+	if s.monotonic {
+		return max(time.Since(s.mono), 0)
+	}
+	return millisBetween(s.millis, s.clock.NowMillis())
+}
+
 // ManualClock is a clock that a test moves by hand. A wait that
 // [ManualClock.After] returns receives when [ManualClock.Set] or
 // [ManualClock.Advance] moves the clock to the instant of the wait.

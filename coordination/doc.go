@@ -97,8 +97,11 @@
 // atomic at the coordinator, so a simultaneous challenge by every standby
 // still leaves exactly one member with the newest epoch. The losers keep an
 // older epoch, and each one learns that it lost on its first guarded write.
-// Set the stagger to make that outcome rare. Do not set it to make the
-// outcome safe, because the outcome is already safe.
+// A loser whose InitProducerId lands after the winner's first lease
+// committed fences the winner instead, and it then outwaits the winner's
+// lease before it leads (see below), so the role goes without a leader for
+// up to a lease duration. Set the stagger to make that outcome rare. Do not
+// set it to make the outcome safe, because the outcome is already safe.
 //
 // # The rules pin no Kafka client
 //
@@ -135,6 +138,33 @@
 // committed grant or renewal was written. A caller drives devices only while
 // ValidFor exceeds a safety margin that covers the clock skew between
 // members, and devices that can check a token reject a lower one.
+//
+// # A new leader outwaits the freshness of the holder it fenced
+//
+// Freshness closes the window only if no new leader drives the devices while
+// the old one still finds its lease fresh. A standby decides to challenge on
+// a view that may be stale by then: the markers of a renewal that already
+// committed may land after its read, so the view hid a newer lease; it may
+// have been paused between its read and its challenge while the holder
+// renewed; a holder paused past its deadline may wake and commit one more
+// renewal just before the InitProducerId. The new epoch fences the holder's
+// writes to the log at once, and its device calls not at all.
+//
+// So a challenger, once [Transport.AcquireEpoch] returned, reads the role's
+// partition again before it writes its first lease. The earlier epochs can
+// commit nothing more by then (the coordinator aborted an open transaction,
+// and answered only once a committing one had its markers written), so that
+// read shows the last lease a fenced holder will ever have. When that lease
+// is still live on the challenger's clock, the challenger waits for its
+// deadline, by which the holder's freshness ended within the skew that the
+// safety margin covers. When the read cannot show the whole partition,
+// because another producer's transaction holds the last stable offset back,
+// it proves nothing: the challenger reads again every poll interval and
+// waits at most one lease duration from the instant AcquireEpoch returned,
+// by which any lease committed before the fence is stale whatever the skew.
+// A failover after a crash finds the lease expired and pays one read for the
+// rule; a failover whose read stays blocked pays up to one lease duration
+// more.
 //
 // # Transaction versions
 //

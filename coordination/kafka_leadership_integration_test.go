@@ -202,7 +202,8 @@ func TestKafkaCrashFailover(t *testing.T) {
 		}
 		// One read is at most one poll interval of wait; the challenge
 		// itself (InitProducerId, which aborts the dead holder's open
-		// transaction, then the first lease write) gets a second.
+		// transaction, the read after it, which finds the holder's lease
+		// expired, then the first lease write) gets a second.
 		if bound := poll + time.Second; late > bound {
 			t.Fatalf("s0 took the role %v after the deadline, above the bound of %v", late, bound)
 		}

@@ -63,7 +63,8 @@ type Leadership struct {
 // holds the role.
 //
 // The call registers the member, waits for its turn under the succession
-// rules, mints the epoch of the role, and writes the first lease record. It
+// rules, mints the epoch of the role, outwaits the lease of the holder it
+// fenced, and writes the first lease record. It
 // returns a *[Leadership] that renews the lease in the background. Every write
 // that the caller guards with [Leadership.Token] is fenced by the broker.
 //
@@ -81,6 +82,13 @@ type Leadership struct {
 // like a standby of rank 0, and only then challenges; the new epoch fences
 // the earlier incarnation. A lease that the earlier incarnation cleared by
 // resigning ends the wait at once.
+//
+// Between the epoch and the first lease record the call reads the role once
+// more, and when a fenced holder's newest lease is still live it waits for
+// that lease's deadline, so the fenced holder's [Leadership.ValidFor] has run
+// out when this member starts to lead. A read that cannot show the whole
+// partition makes it wait up to one lease duration; see the package
+// documentation.
 //
 // A challenge that loses the race for the epoch learns it from the fence on
 // its first lease write. The call then waits up to one poll interval for the
@@ -151,10 +159,7 @@ func newLeadership(transport Transport, role Role, member MemberID, partition To
 		done:      make(chan struct{}),
 	}
 	l.guarded, _ = transport.(GuardedWriter)
-	switch s.clock.(type) {
-	case SystemClock, *SystemClock:
-		l.monotonic = true
-	}
+	l.monotonic = onHostClock(s.clock)
 	return l
 }
 

@@ -169,7 +169,11 @@
 //     dispatches only once one commits. A leader that was paused past its
 //     deadline therefore finds on waking that it may not dispatch, and its
 //     renewal fails with coordination.ErrFenced if a successor took over,
-//     which ends the leadership and halts the dispatcher. The margin must
+//     which ends the leadership and halts the dispatcher. This rests on a
+//     successor that does not lead while the leader it fenced may still find
+//     its lease fresh: after its InitProducerId a challenger reads the role
+//     again and outwaits the newest lease it finds, as coordination's
+//     package documentation explains. The margin must
 //     cover the clock skew between members and the time one Dispatch needs
 //     to reach the wire. What remains of the window is a pause that begins
 //     after the freshness check and before the device write, longer than the

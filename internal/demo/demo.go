@@ -254,7 +254,7 @@ func (r *run) story(ctx context.Context) error {
 		return err
 	}
 	r.report.Failover = next.At.Sub(killedAt)
-	r.tl.print(next.Member, "took over %.2fs after the crash (lease %v + rank x stagger + one read); term %s follows term %s: %t",
+	r.tl.print(next.Member, "took over %.2fs after the crash (lease %v + rank x stagger + two reads); term %s follows term %s: %t",
 		r.report.Failover.Seconds(), o.LeaseDuration, next.Term, deposed.Term, next.Term.Compare(deposed.Term) > 0)
 	if o.OnServing != nil {
 		o.OnServing(next.Member, r.node(next.Member).url)

@@ -356,7 +356,7 @@ func (r *report) writeFailover(w func(string, ...any)) error {
 	w("is then restarted and registers again at the tail of the roster. The bound of each trial is read from the log:\n")
 	w("from the kill to the deadline of the last lease the dead leader committed, plus the successor's rank times the\n")
 	w("stagger, plus one poll interval (one read of the coordination partition). The target is never past the bound by\n")
-	w("more than %s; the slack pays for InitProducerId and the first lease write.\n\n", targetFailoverSlack)
+	w("more than %s; the slack pays for InitProducerId, the read after it, and the first lease write.\n\n", targetFailoverSlack)
 	s := ceiling.Summarize(measured(r.crash), 0)
 	worst := worstExcess(r.crash)
 	within := 0
