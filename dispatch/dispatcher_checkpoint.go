@@ -125,22 +125,28 @@ func (d *Dispatcher) snapshotLocked() Checkpoint {
 		if c.phase == phaseQueued {
 			continue // its first record has not committed
 		}
-		cc := CheckpointCommand{Issued: c.issued, Attempt: c.attempt, Token: c.token, First: max(c.first, -1)}
-		if c.issued {
-			cc.Command = c.cmd
-		} else {
-			cc.Command = Command{ID: c.cmd.ID, Role: d.role, SubmittedAt: d.windowTime(c, d.now())}
-		}
-		if _, err := coordination.NewFencingToken(cc.Token.ProducerID(), cc.Token.ProducerEpoch()); err != nil {
-			cc.Token = standInToken()
-		}
-		switch c.phase {
-		case phaseIssued:
-			cc.Status = StatusPending
-		default:
-			cc.Status, cc.Outcome = c.outcome.Status, c.outcome
-		}
+		cc := checkpointCommandOf(c, d.role, d.windowTime(c, d.now()))
 		cp.Commands = append(cp.Commands, cc)
 	}
 	return cp
+}
+
+// checkpointCommandOf returns c, whose first record committed, as a
+// checkpoint holds it whole; at is when it entered the dedup window.
+func checkpointCommandOf(c *command, role string, at time.Time) CheckpointCommand {
+	cc := CheckpointCommand{Issued: c.issued, Attempt: c.attempt, Token: c.token, First: max(c.first, -1)}
+	if c.issued {
+		cc.Command = c.cmd
+	} else {
+		cc.Command = Command{ID: c.cmd.ID, Role: role, SubmittedAt: at}
+	}
+	if _, err := coordination.NewFencingToken(cc.Token.ProducerID(), cc.Token.ProducerEpoch()); err != nil {
+		cc.Token = standInToken()
+	}
+	if c.phase == phaseIssued || c.phase == phaseQueued {
+		cc.Status = StatusPending
+	} else {
+		cc.Status, cc.Outcome = c.outcome.Status, c.outcome
+	}
+	return cc
 }
