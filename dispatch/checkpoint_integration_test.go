@@ -5,6 +5,9 @@ package dispatch_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -111,11 +114,20 @@ func waitCheckpoint(t *testing.T, c cluster, tp topics, role string) {
 // not dispatched.
 func TestCheckpointBoundsRecovery(t *testing.T) {
 	const (
-		history   = 100_000
 		interval  = 5_000
 		neighbour = 3_000
 		tail      = 40
 	)
+	// KRABKA_CHECKPOINT_HISTORY sets a longer history for a measurement by
+	// hand, such as 1000000.
+	history := 100_000
+	if v := os.Getenv("KRABKA_CHECKPOINT_HISTORY"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("KRABKA_CHECKPOINT_HISTORY=%q is not a positive count", v)
+		}
+		history = n
+	}
 	c := realCluster(t)
 	tp := c.newTopics(t)
 	role := testRole(t)
@@ -187,6 +199,10 @@ func TestCheckpointBoundsRecovery(t *testing.T) {
 	if stats.CheckpointOffset < 0 {
 		t.Fatal("the second leader found no checkpoint")
 	}
+	runtime.GC()
+	var mem runtime.MemStats
+	runtime.ReadMemStats(&mem)
+	t.Logf("heap in use with both leaders' state: %d MiB", mem.HeapInuse>>20)
 	// The search reads back one interval, then two: the checkpoint lies
 	// within the neighbour's records, the tail and its own parts of the end.
 	if bound := 3 * interval; stats.RecordsRead > bound {

@@ -71,7 +71,7 @@ func (d *Dispatcher) maybeCheckpoint() {
 		return
 	}
 	d.sweepLocked(now, true)
-	cp := d.snapshotLocked()
+	cp, ids := d.snapshotLocked()
 	d.cpSeq++
 	seq := d.cpSeq
 	// Whatever happens to this one, the next is due only after another
@@ -79,7 +79,7 @@ func (d *Dispatcher) maybeCheckpoint() {
 	d.cpDue, d.cpSince = false, 0
 	d.mu.Unlock()
 
-	sortIDs(cp.IDs)
+	cp.IDs = checkpointIDs(ids)
 	parts, err := EncodeCheckpoint(d.role, seq, cp)
 	if err != nil {
 		d.cfg.logger.Error("dispatch: cannot encode a checkpoint; recovery reads further back until one is written", "err", err)
@@ -104,22 +104,17 @@ func (d *Dispatcher) maybeCheckpoint() {
 }
 
 // snapshotLocked returns the committed state of the role: the commands
-// whose records committed, held whole, and the compact IDs, unsorted. The
+// whose records committed, held whole, and a copy of the compact IDs. The
 // caller holds d.mu.
-func (d *Dispatcher) snapshotLocked() Checkpoint {
+func (d *Dispatcher) snapshotLocked() (Checkpoint, []compactID) {
 	cp := Checkpoint{
 		Window:          d.cfg.dedupWindow.Truncate(time.Millisecond),
 		IntakeTopic:     d.requestTP.Topic,
 		IntakePartition: d.requestTP.Partition,
 		IntakeNext:      d.intake,
-		IDs:             make([]CheckpointID, 0, d.ids.len()),
 	}
 	if cp.Window <= 0 {
 		cp.Window = time.Millisecond
-	}
-	cp.IDs = append(cp.IDs, d.ids.sorted...)
-	for _, id := range d.ids.recent {
-		cp.IDs = append(cp.IDs, id)
 	}
 	for _, c := range d.commands {
 		if c.phase == phaseQueued {
@@ -128,7 +123,7 @@ func (d *Dispatcher) snapshotLocked() Checkpoint {
 		cc := checkpointCommandOf(c, d.role, d.windowTime(c, d.now()))
 		cp.Commands = append(cp.Commands, cc)
 	}
-	return cp
+	return cp, d.ids.snapshot()
 }
 
 // checkpointCommandOf returns c, whose first record committed, as a

@@ -188,7 +188,7 @@ func (r *wireReader) uvarint(what string) uint64 {
 		return 0
 	}
 	v, n := binary.Uvarint(r.buf[r.off:])
-	if n <= 0 || n != len(binary.AppendUvarint(nil, v)) {
+	if n <= 0 || n != uvarintLen(v) {
 		r.fail("%s: malformed varint at byte %d", what, r.off)
 		return 0
 	}
@@ -202,10 +202,23 @@ func (r *wireReader) varint(what string) int64 {
 		return 0
 	}
 	v, n := binary.Varint(r.buf[r.off:])
-	if n <= 0 || n != len(binary.AppendVarint(nil, v)) {
+	zigzag := uint64(v) << 1
+	if v < 0 {
+		zigzag = ^zigzag
+	}
+	if n <= 0 || n != uvarintLen(zigzag) {
 		r.fail("%s: malformed varint at byte %d", what, r.off)
 		return 0
 	}
 	r.off += n
 	return v
+}
+
+// uvarintLen is the length of v's shortest unsigned varint.
+func uvarintLen(v uint64) int {
+	n := 1
+	for ; v >= 0x80; v >>= 7 {
+		n++
+	}
+	return n
 }

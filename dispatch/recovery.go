@@ -59,10 +59,8 @@ func (d *Dispatcher) recover(ctx context.Context) error {
 	d.tel.intakeCommitted(state.intake)
 	now := d.now()
 	cutoff := now.Add(-d.cfg.dedupWindow - DedupClockSkew)
-	for _, id := range state.ids {
-		if !id.SubmittedAt.Before(cutoff) {
-			d.ids.add(id)
-		}
+	if err := d.ids.load(state.ids, cutoff); err != nil {
+		return fmt.Errorf("dispatch: recover the log of role %s: %w", d.role, err)
 	}
 	for _, c := range state.order {
 		switch {

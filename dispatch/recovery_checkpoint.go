@@ -95,7 +95,8 @@ func newestCheckpoint(role string, entries []Entry) (cp Checkpoint, at int64, fo
 		}
 		parts = append(parts, p)
 		if len(parts) == p.Parts {
-			cp, err := AssembleCheckpoint(role, parts)
+			// The dispatcher's load refuses a hash held twice.
+			cp, err := assembleCheckpoint(role, parts, false)
 			if err != nil {
 				return Checkpoint{}, 0, false, fmt.Errorf("dispatch: checkpoint ending at offset %d: %w", last.Offset, err)
 			}

@@ -40,19 +40,35 @@ func (e *OutsideWindowError) Unwrap() error { return ErrOutsideDedupWindow }
 
 // idWindow holds the settled commands inside the dedup window as compact
 // IDs: the hash of the ID and the offsets of its first record and its
-// outcome, about 32 bytes each. No two hold the same hash; a command whose
-// hash is taken stays whole in the dispatcher's command map instead.
+// outcome, 32 bytes each with no pointer for the collector to follow. No two
+// hold the same hash; a command whose hash is taken stays whole in the
+// dispatcher's command map instead.
 //
 // The IDs live in a slice sorted by hash, searched by bisection, and a small
 // map of the latest additions that is merged into the slice when it grows,
 // so that a million IDs cost a slice of a million entries and no map of that
 // size.
 type idWindow struct {
-	sorted []CheckpointID
-	recent map[uint64]CheckpointID
+	sorted []compactID
+	recent map[uint64]compactID
 }
 
-func newIDWindow() *idWindow { return &idWindow{recent: make(map[uint64]CheckpointID)} }
+// compactID is the in-memory form of a CheckpointID.
+type compactID struct {
+	hash           uint64
+	first, outcome int64
+	submitted      int64 // milliseconds since the Unix epoch
+}
+
+func toCompact(id CheckpointID) compactID {
+	return compactID{hash: id.Hash, first: id.First, outcome: id.Outcome, submitted: id.SubmittedAt.UnixMilli()}
+}
+
+func (c compactID) checkpointID() CheckpointID {
+	return CheckpointID{Hash: c.hash, First: c.first, Outcome: c.outcome, SubmittedAt: time.UnixMilli(c.submitted).UTC()}
+}
+
+func newIDWindow() *idWindow { return &idWindow{recent: make(map[uint64]compactID)} }
 
 // len returns how many IDs the window holds.
 func (w *idWindow) len() int { return len(w.sorted) + len(w.recent) }
@@ -60,11 +76,11 @@ func (w *idWindow) len() int { return len(w.sorted) + len(w.recent) }
 // find returns the compact ID with hash h.
 func (w *idWindow) find(h uint64) (CheckpointID, bool) {
 	if id, ok := w.recent[h]; ok {
-		return id, true
+		return id.checkpointID(), true
 	}
-	i, ok := slices.BinarySearchFunc(w.sorted, h, func(id CheckpointID, h uint64) int { return cmp.Compare(id.Hash, h) })
+	i, ok := slices.BinarySearchFunc(w.sorted, h, func(id compactID, h uint64) int { return cmp.Compare(id.hash, h) })
 	if ok {
-		return w.sorted[i], true
+		return w.sorted[i].checkpointID(), true
 	}
 	return CheckpointID{}, false
 }
@@ -74,11 +90,68 @@ func (w *idWindow) add(id CheckpointID) bool {
 	if _, ok := w.find(id.Hash); ok {
 		return false
 	}
-	w.recent[id.Hash] = id
+	w.recent[id.Hash] = toCompact(id)
 	if len(w.recent) >= max(1024, len(w.sorted)/8) {
 		w.merge()
 	}
 	return true
+}
+
+// errHashTwice reports a checkpoint whose compact IDs hold one hash twice.
+var errHashTwice = errors.New("dispatch: a checkpoint holds one ID hash twice")
+
+// load holds ids, every one submitted at or after cutoff, in an empty
+// window at once. It refuses ids that hold one hash twice, which no
+// checkpoint that decodes does.
+func (w *idWindow) load(ids []CheckpointID, cutoff time.Time) error {
+	sorted := make([]compactID, 0, len(ids))
+	for _, id := range ids {
+		if !id.SubmittedAt.Before(cutoff) {
+			sorted = append(sorted, toCompact(id))
+		}
+	}
+	sortByHash(sorted)
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i].hash == sorted[i-1].hash {
+			return fmt.Errorf("%w: %016x", errHashTwice, sorted[i].hash)
+		}
+	}
+	w.sorted = sorted
+	clear(w.recent)
+	return nil
+}
+
+// sortByHash sorts ids by hash.
+func sortByHash(ids []compactID) { radixSort(ids, func(id compactID) uint64 { return id.hash }) }
+
+// radixSort sorts s by key: four passes of 16 bits, which order a million
+// items in a fraction of the time a comparison sort takes.
+func radixSort[T any](s []T, key func(T) uint64) {
+	if len(s) < 4096 {
+		slices.SortFunc(s, func(a, b T) int { return cmp.Compare(key(a), key(b)) })
+		return
+	}
+	buf := make([]T, len(s))
+	src, dst := s, buf
+	count := make([]int, 1<<16)
+	for shift := uint(0); shift < 64; shift += 16 {
+		clear(count)
+		for _, v := range src {
+			count[(key(v)>>shift)&0xffff]++
+		}
+		sum := 0
+		for i, c := range count {
+			count[i] = sum
+			sum += c
+		}
+		for _, v := range src {
+			d := (key(v) >> shift) & 0xffff
+			dst[count[d]] = v
+			count[d]++
+		}
+		src, dst = dst, src
+	}
+	// An even number of passes ends in s itself.
 }
 
 // merge moves the recent additions into the sorted slice.
@@ -86,15 +159,15 @@ func (w *idWindow) merge() {
 	if len(w.recent) == 0 {
 		return
 	}
-	add := make([]CheckpointID, 0, len(w.recent))
+	add := make([]compactID, 0, len(w.recent))
 	for _, id := range w.recent {
 		add = append(add, id)
 	}
-	slices.SortFunc(add, func(a, b CheckpointID) int { return cmp.Compare(a.Hash, b.Hash) })
-	merged := make([]CheckpointID, 0, len(w.sorted)+len(add))
+	slices.SortFunc(add, func(a, b compactID) int { return cmp.Compare(a.hash, b.hash) })
+	merged := make([]compactID, 0, len(w.sorted)+len(add))
 	i, j := 0, 0
 	for i < len(w.sorted) || j < len(add) {
-		if j == len(add) || (i < len(w.sorted) && w.sorted[i].Hash < add[j].Hash) {
+		if j == len(add) || (i < len(w.sorted) && w.sorted[i].hash < add[j].hash) {
 			merged = append(merged, w.sorted[i])
 			i++
 		} else {
@@ -108,36 +181,46 @@ func (w *idWindow) merge() {
 
 // evict drops every ID submitted before cutoff and returns how many.
 func (w *idWindow) evict(cutoff time.Time) int {
+	limit := cutoff.UnixMilli()
 	n := 0
 	for h, id := range w.recent {
-		if id.SubmittedAt.Before(cutoff) {
+		if id.submitted < limit {
 			delete(w.recent, h)
 			n++
 		}
 	}
 	kept := w.sorted[:0]
 	for _, id := range w.sorted {
-		if id.SubmittedAt.Before(cutoff) {
+		if id.submitted < limit {
 			n++
 			continue
 		}
 		kept = append(kept, id)
 	}
-	clear(w.sorted[len(kept):])
 	w.sorted = kept
 	if cap(w.sorted) > 2*len(w.sorted)+1024 {
-		w.sorted = slices.Clip(slices.Clone(w.sorted))
+		w.sorted = slices.Clone(w.sorted)
 	}
 	return n
 }
 
-// all returns a copy of every ID, in the order of their First offset.
-func (w *idWindow) all() []CheckpointID {
-	out := make([]CheckpointID, 0, w.len())
+// snapshot returns a copy of every ID, in no order.
+func (w *idWindow) snapshot() []compactID {
+	out := make([]compactID, 0, w.len())
 	out = append(out, w.sorted...)
 	for _, id := range w.recent {
 		out = append(out, id)
 	}
-	sortIDs(out)
+	return out
+}
+
+// checkpointIDs returns ids as a checkpoint holds them, in the order of
+// their first offset.
+func checkpointIDs(ids []compactID) []CheckpointID {
+	radixSort(ids, func(id compactID) uint64 { return uint64(id.first) })
+	out := make([]CheckpointID, len(ids))
+	for i, id := range ids {
+		out[i] = id.checkpointID()
+	}
 	return out
 }
