@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -123,6 +124,21 @@ func (d *Dispatcher) readSettled(ctx context.Context, id string, hit CheckpointI
 	}
 	c.outcome, c.attempt = *out.Outcome, out.Outcome.Attempt
 	return c, true, nil
+}
+
+// compactResolveError turns the *UnknownCommandError of a resolve of a
+// command held as a compact ID into the *NotInDoubtError it would have met
+// had the command been held whole: it is settled.
+func (d *Dispatcher) compactResolveError(ctx context.Context, id string, err error) error {
+	var unknown *UnknownCommandError
+	if !errors.As(err, &unknown) {
+		return err
+	}
+	o, ok, lerr := d.LookupContext(ctx, id)
+	if lerr != nil || !ok || !o.Status.Terminal() {
+		return err
+	}
+	return &NotInDoubtError{ID: id, Status: o.Status}
 }
 
 // readAt reads the record of the role at offset.
