@@ -79,8 +79,8 @@ func (d *Dispatcher) maybeCheckpoint() {
 	d.cpDue, d.cpSince = false, 0
 	d.mu.Unlock()
 
-	cp.IDs = checkpointIDs(ids)
-	parts, err := EncodeCheckpoint(d.role, seq, cp)
+	sortByFirst(ids)
+	parts, err := encodeWindowCheckpoint(d.role, seq, cp, ids)
 	if err != nil {
 		d.cfg.logger.Error("dispatch: cannot encode a checkpoint; recovery reads further back until one is written", "err", err)
 		return

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
@@ -141,10 +140,35 @@ func IDHash(id string) uint64 {
 // bytes. It returns an error for a state that [AssembleCheckpoint] would
 // refuse.
 func EncodeCheckpoint(role string, seq int64, cp Checkpoint) ([]CheckpointPart, error) {
-	data, err := encodeCheckpointState(role, cp)
-	if err != nil {
+	if err := checkCheckpointState(role, cp, true); err != nil {
 		return nil, fmt.Errorf("dispatch: encode checkpoint: %w", err)
 	}
+	ids := make([]compactID, len(cp.IDs))
+	for i, id := range cp.IDs {
+		ids[i] = toCompact(id)
+	}
+	return splitCheckpoint(seq, encodeCheckpointState(cp, ids))
+}
+
+// encodeWindowCheckpoint is EncodeCheckpoint for a dispatcher's state: the
+// compact IDs come from its window, in the order of their first offset, and
+// hold distinct hashes, as the window holds them; cp holds no IDs.
+func encodeWindowCheckpoint(role string, seq int64, cp Checkpoint, ids []compactID) ([]CheckpointPart, error) {
+	if err := checkCheckpointState(role, cp, true); err != nil {
+		return nil, fmt.Errorf("dispatch: encode checkpoint: %w", err)
+	}
+	prev := int64(-1)
+	for _, id := range ids {
+		if id.first <= prev || id.outcome < id.first || id.submitted <= zeroTimeMillis || id.submitted > maxTimeMillis {
+			return nil, fmt.Errorf("dispatch: encode checkpoint: compact ID at offset %d after offset %d is out of order or range", id.first, prev)
+		}
+		prev = id.first
+	}
+	return splitCheckpoint(seq, encodeCheckpointState(cp, ids))
+}
+
+// splitCheckpoint splits an encoded state into the parts of checkpoint seq.
+func splitCheckpoint(seq int64, data []byte) ([]CheckpointPart, error) {
 	n := max(1, (len(data)+MaxCheckpointPartLen-1)/MaxCheckpointPartLen)
 	if n > MaxCheckpointParts {
 		return nil, fmt.Errorf("dispatch: encode checkpoint: %d bytes need %d parts, above the limit of %d", len(data), n, MaxCheckpointParts)
@@ -206,11 +230,9 @@ func assembleCheckpoint(role string, parts []CheckpointPart, distinct bool) (Che
 	return cp, nil
 }
 
-func encodeCheckpointState(role string, cp Checkpoint) ([]byte, error) {
-	if err := checkCheckpointState(role, cp, true); err != nil {
-		return nil, err
-	}
-	w := wireWriter{buf: make([]byte, 0, 64+len(cp.IDs)*16)}
+// encodeCheckpointState writes cp, checked, with ids in place of its IDs.
+func encodeCheckpointState(cp Checkpoint, ids []compactID) []byte {
+	w := wireWriter{buf: make([]byte, 0, 64+len(ids)*14)}
 	w.int16(checkpointVersion)
 	w.int64(cp.Window.Milliseconds())
 	w.string(cp.IntakeTopic)
@@ -238,17 +260,16 @@ func encodeCheckpointState(role string, cp Checkpoint) ([]byte, error) {
 			w.bytes(c.Outcome.Result.Data)
 		}
 	}
-	w.int32(int32(len(cp.IDs)))
+	w.int32(int32(len(ids)))
 	prevFirst, prevAt := int64(0), int64(0)
-	for _, id := range cp.IDs {
-		at := id.SubmittedAt.UnixMilli()
-		w.buf = binary.BigEndian.AppendUint64(w.buf, id.Hash)
-		w.buf = binary.AppendUvarint(w.buf, uint64(id.First-prevFirst))
-		w.buf = binary.AppendUvarint(w.buf, uint64(id.Outcome-id.First))
-		w.buf = binary.AppendVarint(w.buf, at-prevAt)
-		prevFirst, prevAt = id.First, at
+	for _, id := range ids {
+		w.buf = binary.BigEndian.AppendUint64(w.buf, id.hash)
+		w.buf = binary.AppendUvarint(w.buf, uint64(id.first-prevFirst))
+		w.buf = binary.AppendUvarint(w.buf, uint64(id.outcome-id.first))
+		w.buf = binary.AppendVarint(w.buf, id.submitted-prevAt)
+		prevFirst, prevAt = id.first, id.submitted
 	}
-	return w.buf, nil
+	return w.buf
 }
 
 // checkCheckpointState checks what the decoder checks, so that a state
@@ -464,9 +485,4 @@ func readOptionalTime(r *wireReader, what string) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMilli(ms).UTC()
-}
-
-// sortIDs orders compact IDs by their First offset.
-func sortIDs(ids []CheckpointID) {
-	slices.SortFunc(ids, func(a, b CheckpointID) int { return int(min(max(a.First-b.First, -1), 1)) })
 }

@@ -1,11 +1,13 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -419,4 +421,9 @@ func sameState(t *testing.T, name string, full, got recovered) {
 	for id := range byID {
 		t.Fatalf("%s: the checkpoint's state holds %q, which the whole log does not", name, id)
 	}
+}
+
+// sortIDs orders compact IDs by their First offset.
+func sortIDs(ids []CheckpointID) {
+	slices.SortFunc(ids, func(a, b CheckpointID) int { return cmp.Compare(a.First, b.First) })
 }

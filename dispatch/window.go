@@ -164,18 +164,20 @@ func (w *idWindow) merge() {
 		add = append(add, id)
 	}
 	slices.SortFunc(add, func(a, b compactID) int { return cmp.Compare(a.hash, b.hash) })
-	merged := make([]compactID, 0, len(w.sorted)+len(add))
-	i, j := 0, 0
-	for i < len(w.sorted) || j < len(add) {
-		if j == len(add) || (i < len(w.sorted) && w.sorted[i].hash < add[j].hash) {
-			merged = append(merged, w.sorted[i])
-			i++
+	// Merge from the back into the grown slice, so that a merge copies no
+	// more than it moves and allocates only when the slice must grow.
+	n := len(w.sorted)
+	w.sorted = slices.Grow(w.sorted, len(add))[:n+len(add)]
+	i, j := n-1, len(add)-1
+	for k := len(w.sorted) - 1; j >= 0; k-- {
+		if i >= 0 && w.sorted[i].hash > add[j].hash {
+			w.sorted[k] = w.sorted[i]
+			i--
 		} else {
-			merged = append(merged, add[j])
-			j++
+			w.sorted[k] = add[j]
+			j--
 		}
 	}
-	w.sorted = merged
 	clear(w.recent)
 }
 
@@ -214,13 +216,7 @@ func (w *idWindow) snapshot() []compactID {
 	return out
 }
 
-// checkpointIDs returns ids as a checkpoint holds them, in the order of
-// their first offset.
-func checkpointIDs(ids []compactID) []CheckpointID {
+// sortByFirst sorts ids by their first offset, as a checkpoint holds them.
+func sortByFirst(ids []compactID) {
 	radixSort(ids, func(id compactID) uint64 { return uint64(id.first) })
-	out := make([]CheckpointID, len(ids))
-	for i, id := range ids {
-		out[i] = id.checkpointID()
-	}
-	return out
 }
