@@ -64,7 +64,10 @@ var ErrAlreadyRun = errors.New("dispatch: Run was already called")
 //
 // Run starts these goroutines, and returns only after every one of them has
 // exited: the halt watcher, the log committer, intake from the requests topic
-// (with [WithRequestSource]), and one worker per device with queued commands.
+// (with [WithRequestSource]), one worker per device with queued commands,
+// and, when the log reader is a [LogRangeReader], the checkpoint prober,
+// which asks every few seconds how far the log partition moved since the
+// last checkpoint.
 //
 // A Dispatcher is safe for concurrent use.
 type Dispatcher struct {
