@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"maps"
 	"strings"
@@ -153,10 +154,14 @@ func validateFor(registry *Registry, cmd Command) error {
 // command, an *[UnknownDeviceError] for a device the registry lacks, or an
 // *[UnsupportedCommandError] from the device's [CommandValidator]. A command
 // that repeats one the dispatcher holds passes (Submit returns the first's
-// outcome). Before recovery has finished the dispatcher does not know every
-// ID yet; Check then skips the conflict test, which Submit makes later.
+// outcome); a new ID submitted before the dedup window gets the
+// *[OutsideWindowError] that Submit would return. A settled command held as
+// a compact ID is read back from the log for the comparison, within
+// [DefaultKafkaRequestTimeout]. Before recovery has finished the dispatcher
+// does not know every ID yet; Check then skips the conflict test, which
+// Submit makes later.
 func (d *Dispatcher) Check(cmd Command) error {
-	cmd = d.complete(cmd, time.Now())
+	cmd = d.complete(cmd, d.now())
 	if err := cmd.Validate(); err != nil {
 		return err
 	}
@@ -164,12 +169,30 @@ func (d *Dispatcher) Check(cmd Command) error {
 	case <-d.ready:
 		d.mu.Lock()
 		c, ok := d.commands[cmd.ID]
+		var hit CheckpointID
+		var compact bool
 		var err error
 		if ok {
 			err = conflict(c, cmd)
+		} else {
+			hit, compact = d.ids.find(IDHash(cmd.ID))
 		}
 		d.mu.Unlock()
 		if ok {
+			return err
+		}
+		if compact {
+			// A settled command held as a compact ID is compared with the
+			// command read back from the log. A read that fails leaves the
+			// test to Submit, which makes it again.
+			ctx, cancel := context.WithTimeout(context.Background(), DefaultKafkaRequestTimeout)
+			held, same, err := d.readSettled(ctx, cmd.ID, hit)
+			cancel()
+			if err == nil && same {
+				return conflict(held, cmd)
+			}
+		}
+		if err := d.outsideWindow(cmd, d.now()); err != nil {
 			return err
 		}
 	default:

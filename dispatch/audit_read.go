@@ -290,7 +290,7 @@ func (r *KafkaLogReader) ReadRange(ctx context.Context, partition coordination.T
 			if rec.Offset+1 > next {
 				next = rec.Offset + 1
 			}
-			if rec.Attrs.IsControl() || rec.Offset >= target || (rng.Limit > 0 && len(entries) >= rng.Limit) {
+			if rec.Attrs.IsControl() || rec.Offset < start || rec.Offset >= target || (rng.Limit > 0 && len(entries) >= rng.Limit) {
 				return
 			}
 			e, err := DecodeRecord(rec)

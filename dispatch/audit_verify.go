@@ -71,6 +71,15 @@ const (
 	// NextOffset of the role's previous intake record of the same requests
 	// partition: requests were taken in twice, or intake went backwards.
 	ViolationIntakeOverlap ViolationKind = "intake-overlap"
+
+	// ViolationCheckpointMalformed: the parts of a checkpoint do not
+	// assemble or decode.
+	ViolationCheckpointMalformed ViolationKind = "checkpoint-malformed"
+
+	// ViolationCheckpointMismatch: a checkpoint says other than the records
+	// before it: a command's state, a compact ID's offsets, the intake
+	// position, or a command missing that the checkpoint must hold.
+	ViolationCheckpointMismatch ViolationKind = "checkpoint-mismatch"
 )
 
 // Violation is one broken invariant of the command log.
@@ -123,6 +132,19 @@ func (v Violation) String() string {
 //   - Intake positions are contiguous: each intake record of a requests
 //     partition starts where the previous one ended ([ViolationIntakeGap],
 //     [ViolationIntakeOverlap]).
+//   - Each checkpoint assembles ([ViolationCheckpointMalformed]) and says
+//     what the records of its role before it say
+//     ([ViolationCheckpointMismatch]): every command not settled, whole and
+//     in its state; every settled command inside the checkpoint's dedup
+//     window (with [DedupClockSkew], counted to the checkpoint's At), whole
+//     or as a compact ID whose offsets are those of its first record and its
+//     terminal outcome; and the intake position.
+//
+// A log that begins at a checkpoint of a role (no record of the role before
+// the checkpoint's parts, as a read that starts at a checkpoint gives) is
+// checked from it: the checkpoint's commands and intake position stand for
+// the records before it, and a later Issued record whose ID hashes to one of
+// its compact IDs is reported as issued twice.
 func Verify(entries []Entry) []Violation {
 	v := verifier{
 		maxTerm:    make(map[string]termAt),
@@ -131,6 +153,8 @@ func Verify(entries []Entry) []Violation {
 		tokenOwner: make(map[roleToken]string),
 		commands:   make(map[commandKey]*CommandHistory),
 		intake:     make(map[intakeKey]int64),
+		roles:      make(map[string]*roleCheckpoints),
+		firsts:     make(map[int64]commandKey),
 	}
 	for i := range entries {
 		v.check(&entries[i])
@@ -171,6 +195,11 @@ type verifier struct {
 	commands   map[commandKey]*CommandHistory
 	intake     map[intakeKey]int64
 	found      []Violation
+
+	// roles holds the checkpoint state of each role; firsts names the
+	// command whose first record is at each offset.
+	roles  map[string]*roleCheckpoints
+	firsts map[int64]commandKey
 }
 
 func (v *verifier) report(e *Entry, id string, kind ViolationKind, format string, args ...any) {
@@ -178,9 +207,15 @@ func (v *verifier) report(e *Entry, id string, kind ViolationKind, format string
 }
 
 func (v *verifier) check(e *Entry) {
+	if e.Kind == EntryCheckpoint && e.Checkpoint != nil {
+		v.checkToken(e)
+		v.checkCheckpointPart(e)
+		return
+	}
 	if !hasBody(e) {
 		return
 	}
+	v.role(e.Role).records = true
 	v.checkToken(e)
 	switch e.Kind {
 	case EntryIssued:
@@ -242,6 +277,10 @@ func (v *verifier) command(e *Entry, id string) *CommandHistory {
 	if !ok {
 		c = &CommandHistory{Role: e.Role, ID: id}
 		v.commands[k] = c
+		v.firsts[e.Offset] = k
+		if at, held := v.role(e.Role).seededIDs[IDHash(id)]; held {
+			v.report(e, id, ViolationIssuedTwice, "the ID's hash matches the settled command at offset %d that the checkpoint the log begins with holds: the command is named again, unless two IDs share the hash", at)
+		}
 	}
 	return c
 }

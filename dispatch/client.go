@@ -43,7 +43,7 @@ const (
 	// rejects a command submitted before it, so a command that can still
 	// be acted on has its records inside it. Change it with
 	// [WithClientLookupWindow].
-	DefaultLookupWindow = 7 * 24 * time.Hour
+	DefaultLookupWindow = DefaultDedupWindow
 
 	// DefaultLookupSkew is the margin a lookup by time starts before the
 	// time it is given: the log's record timestamps are set by the leader's
@@ -307,12 +307,12 @@ func LookupAfter(r Receipt) LookupOption {
 	return func(l *lookup) { *l = lookup{since: r.SubmittedAt, receipt: &r} }
 }
 
-// OutsideWindowError reports a command of which the lookup window holds no
+// OutsideLookupWindowError reports a command of which the lookup window holds no
 // record: it was never submitted, or it was submitted before the window, and
 // a command that old is rejected by the dispatcher. A lookup with
 // [LookupSince] or [LookupFromOffset] reaches further back. It unwraps to an
 // *UnknownCommandError.
-type OutsideWindowError struct {
+type OutsideLookupWindowError struct {
 	// ID is the command asked for.
 	ID string
 	// Since is where the search began: now less Window, at the time of the
@@ -322,13 +322,13 @@ type OutsideWindowError struct {
 }
 
 // Error names the command and the window.
-func (e *OutsideWindowError) Error() string {
+func (e *OutsideLookupWindowError) Error() string {
 	return fmt.Sprintf("dispatch: the log holds no command %q since %s (the lookup window, %s): it was never submitted, or it is older than the window",
 		e.ID, e.Since.UTC().Format(time.RFC3339), e.Window)
 }
 
 // Unwrap returns the *UnknownCommandError of the command.
-func (e *OutsideWindowError) Unwrap() error { return &UnknownCommandError{ID: e.ID} }
+func (e *OutsideLookupWindowError) Unwrap() error { return &UnknownCommandError{ID: e.ID} }
 
 // RecordsRead returns how many records of the log the client's lookups have
 // read since NewClient: the cost of [Client.Wait] and [Client.Status],
@@ -431,7 +431,7 @@ func (c *Client) earlier(ctx context.Context, tp coordination.TopicPartition, ro
 	h, ok := Replay(entries).Command(role, id)
 	if !ok {
 		return Outcome{}, false, fmt.Errorf("dispatch: wait for %q: the leader took its request in with no record of it: %w",
-			id, &OutsideWindowError{ID: id, Since: since, Window: c.cfg.lookupWindow})
+			id, &OutsideLookupWindowError{ID: id, Since: since, Window: c.cfg.lookupWindow})
 	}
 	for i := len(h.Outcomes) - 1; i >= 0; i-- {
 		if o := h.Outcomes[i].Outcome; o.Status.Terminal() || o.Status == StatusInDoubt {
@@ -446,7 +446,7 @@ func (c *Client) earlier(ctx context.Context, tp coordination.TopicPartition, ro
 // say the command's records are, or else from the start of the lookup window
 // back from now ([DefaultLookupWindow]), up to the high watermark at the
 // time of the call. It returns an *UnknownCommandError when the log does
-// not name the command there: an *OutsideWindowError when the search was
+// not name the command there: an *OutsideLookupWindowError when the search was
 // the window's.
 func (c *Client) Status(ctx context.Context, role, id string, opts ...LookupOption) (*CommandHistory, error) {
 	tp, err := c.LogPartition(role)
@@ -468,7 +468,7 @@ func (c *Client) Status(ctx context.Context, role, id string, opts ...LookupOpti
 	case hinted:
 		return nil, &UnknownCommandError{ID: id}
 	default:
-		return nil, &OutsideWindowError{ID: id, Since: l.since, Window: c.cfg.lookupWindow}
+		return nil, &OutsideLookupWindowError{ID: id, Since: l.since, Window: c.cfg.lookupWindow}
 	}
 }
 

@@ -74,7 +74,7 @@ func settled(role, prefix string, n int) []Entry {
 // records: Wait after a Send reads from where the request was written, a
 // second submission of a settled command finds its outcome in the lookup
 // window, and Status without a hint reads the window alone and answers a
-// command older than it with an *OutsideWindowError. LookupSince reaches the
+// command older than it with an *OutsideLookupWindowError. LookupSince reaches the
 // old command.
 func TestLookupsDoNotScan(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
@@ -172,10 +172,10 @@ func TestLookupsDoNotScan(t *testing.T) {
 	})
 	measure("Status of a command older than the window", func() {
 		_, err := client.Status(ctx, role, "old0-7")
-		var outside *OutsideWindowError
+		var outside *OutsideLookupWindowError
 		var unknown *UnknownCommandError
 		if !errors.As(err, &outside) || outside.ID != "old0-7" || outside.Window != time.Hour || !errors.As(err, &unknown) {
-			t.Errorf("status of an old command: %v, want an *OutsideWindowError", err)
+			t.Errorf("status of an old command: %v, want an *OutsideLookupWindowError", err)
 		}
 	})
 	before := client.RecordsRead()
@@ -197,7 +197,7 @@ func TestLookupsDoNotScan(t *testing.T) {
 	if v := VerifyFrom(part); len(v) != 0 {
 		t.Errorf("a part of a sound log: %v", v)
 	}
-	if _, err := client.Status(ctx, role, "nowhere", LookupFromOffset(4*history)); !errors.As(err, new(*UnknownCommandError)) || errors.As(err, new(*OutsideWindowError)) {
+	if _, err := client.Status(ctx, role, "nowhere", LookupFromOffset(4*history)); !errors.As(err, new(*UnknownCommandError)) || errors.As(err, new(*OutsideLookupWindowError)) {
 		t.Errorf("status of an unknown command from an offset: %v, want an *UnknownCommandError", err)
 	}
 }

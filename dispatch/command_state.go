@@ -64,6 +64,14 @@ type command struct {
 	issuedAt time.Time
 	// resolving reports an operator's resolve whose record is queued.
 	resolving bool
+
+	// first is the offset of the first record that names the command, and
+	// outcomeAt the offset of its terminal outcome; -1 until known. A
+	// settled command whose offsets are known is held as a compact ID.
+	first, outcomeAt int64
+	// seen is when the first record of a command without an Issued record
+	// was written; the dedup window counts from it.
+	seen time.Time
 }
 
 // pending reports whether the command waits for a dispatch or its outcome.

@@ -64,7 +64,10 @@ var ErrAlreadyRun = errors.New("dispatch: Run was already called")
 //
 // Run starts these goroutines, and returns only after every one of them has
 // exited: the halt watcher, the log committer, intake from the requests topic
-// (with [WithRequestSource]), and one worker per device with queued commands.
+// (with [WithRequestSource]), one worker per device with queued commands,
+// and, when the log reader is a [LogRangeReader], the checkpoint prober,
+// which asks every few seconds how far the log partition moved since the
+// last checkpoint.
 //
 // A Dispatcher is safe for concurrent use.
 type Dispatcher struct {
@@ -102,6 +105,17 @@ type Dispatcher struct {
 	room     chan struct{} // closed and replaced when the queue shrinks
 	lanes    map[string]*lane
 	intake   int64 // next offset of the requests partition, recovered or committed
+
+	// ranger is the log reader's LogRangeReader, or nil; with it settled
+	// commands are held as compact IDs in ids, and checkpoints are written.
+	ranger    LogRangeReader
+	ids       *idWindow
+	lastSweep time.Time
+	recovery  RecoveryStats
+	cpSeq     int64 // the sequence of the last checkpoint written
+	cpSince   int   // records of the role committed since the last checkpoint
+	cpAt      int64 // offset of the last checkpoint's last part, or the log start
+	cpDue     bool  // a checkpoint is due whatever cpSince says
 }
 
 // NewDispatcher checks its arguments and options and returns a Dispatcher
@@ -153,7 +167,10 @@ func NewDispatcher(leader Leader, registry *Registry, log LogReader, options ...
 		wake:      make(chan struct{}, 1),
 		room:      make(chan struct{}),
 		lanes:     make(map[string]*lane),
+		ids:       newIDWindow(),
+		cpAt:      -1,
 	}
+	d.ranger, _ = log.(LogRangeReader)
 	d.fresh = newFreshness(leader, cfg.safetyMargin, cfg.writeRetryBackoff)
 	d.haltCtx, d.halt = context.WithCancelCause(context.Background())
 	return d, nil
@@ -201,6 +218,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 	close(d.ready)
 	d.spawn("the log committer", d.commitLoop)
+	if d.ranger != nil {
+		d.spawn("the checkpoint prober", d.probeLoop)
+	}
 	if d.cfg.requests != nil {
 		d.spawn("intake", d.intakeLoop)
 	}
@@ -342,7 +362,7 @@ func (d *Dispatcher) Submit(ctx context.Context, cmd Command) (Outcome, error) {
 	if err := d.gate.open(); err != nil {
 		return Outcome{}, err
 	}
-	cmd = d.complete(cmd, time.Now())
+	cmd = d.complete(cmd, d.now())
 	if err := cmd.Validate(); err != nil {
 		span.RecordError(err)
 		return Outcome{}, err
@@ -422,19 +442,53 @@ func (d *Dispatcher) await(ctx context.Context, c *command) (Outcome, error) {
 }
 
 // Lookup returns the latest outcome of the command with this ID. ok is false
-// for an ID the log does not hold; an outcome with StatusPending means the
-// command is queued, issued or in dispatch.
+// for an ID the dispatcher does not hold: one the log never held, or one
+// whose command left the dedup window ([WithDedupWindow]). An outcome with
+// StatusPending means the command is queued, issued or in dispatch.
+//
+// A settled command inside the window may be held only as a compact ID; its
+// outcome is then read from the log at its recorded offset, a read of one
+// record bounded by [DefaultKafkaRequestTimeout]. When that read fails,
+// Lookup reports ok false; [Dispatcher.LookupContext] returns the error.
 func (d *Dispatcher) Lookup(id string) (outcome Outcome, ok bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	c, ok := d.commands[id]
-	if !ok {
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultKafkaRequestTimeout)
+	defer cancel()
+	o, ok, err := d.LookupContext(ctx, id)
+	if err != nil {
+		d.cfg.logger.Warn("dispatch: cannot read a settled command's outcome from the log", "command", id, "err", err)
 		return Outcome{}, false
 	}
-	if c.phase == phaseQueued || c.phase == phaseIssued {
-		return Outcome{CommandID: id, Status: StatusPending, Attempt: c.attempt}, true
+	return o, ok
+}
+
+// LookupContext is [Dispatcher.Lookup] under ctx, which bounds the read of a
+// settled command's records from the log; it returns the error of that
+// read.
+func (d *Dispatcher) LookupContext(ctx context.Context, id string) (outcome Outcome, ok bool, err error) {
+	d.mu.Lock()
+	c, ok := d.commands[id]
+	var hit CheckpointID
+	var held bool
+	if !ok {
+		hit, held = d.ids.find(IDHash(id))
 	}
-	return c.outcome, true
+	d.mu.Unlock()
+	if !ok {
+		if !held {
+			return Outcome{}, false, nil
+		}
+		c, same, err := d.readSettled(ctx, id, hit)
+		if err != nil || !same {
+			return Outcome{}, false, err
+		}
+		return c.outcome, true, nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c.phase == phaseQueued || c.phase == phaseIssued {
+		return Outcome{CommandID: id, Status: StatusPending, Attempt: c.attempt}, true, nil
+	}
+	return c.outcome, true, nil
 }
 
 // InDoubt returns the IDs of the commands recorded in doubt and not yet

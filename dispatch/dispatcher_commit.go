@@ -39,8 +39,13 @@ type item struct {
 	intakeNext int64
 
 	// committed applies the record's effect, under d.mu, once the
-	// transaction committed under token.
-	committed func(token coordination.FencingToken)
+	// transaction committed under token, at offset in the log partition (-1
+	// when the writer cannot tell).
+	committed func(token coordination.FencingToken, offset int64)
+
+	// checkpoint reports a checkpoint part, which does not count towards
+	// the next checkpoint.
+	checkpoint bool
 
 	// span ends when the record commits.
 	span trace.Span
@@ -118,28 +123,105 @@ func (d *Dispatcher) waitRoom(ctx context.Context) error {
 
 // accept registers cmd, a valid command, and queues its records. A command
 // whose ID is known is returned as it stands when it repeats the command
-// held, and refused with an *IDConflictError when it differs. mark, when
-// set, is the intake mark of the request that carried cmd.
+// held, and refused with an *IDConflictError when it differs. A command
+// whose ID is new and whose SubmittedAt is older than the dedup window is
+// refused with an *OutsideWindowError, or, from the requests topic, recorded
+// as rejected. mark, when set, is the intake mark of the request that
+// carried cmd.
+//
+// An ID whose hash a compact ID holds is checked exactly by reading that
+// ID's first record from the log, without d.mu: either it is the same ID,
+// settled, or another one, and accept goes on as for a new ID.
 func (d *Dispatcher) accept(ctx context.Context, cmd Command, span trace.SpanContext, mark *item) (*command, error) {
+	other := int64(-1) // the First of a compact ID found to hold another ID
+	for {
+		c, hit, err := d.acceptHeld(ctx, cmd, span, mark, other)
+		if hit == nil || err != nil {
+			return c, err
+		}
+		held, same, err := d.readSettled(ctx, cmd.ID, *hit)
+		if err != nil {
+			return nil, fmt.Errorf("dispatch: command %q: read the settled command that may hold its ID: %w", cmd.ID, err)
+		}
+		if !same {
+			other = hit.First
+			continue
+		}
+		if err := conflict(held, cmd); err != nil {
+			return nil, err
+		}
+		if mark != nil {
+			d.mu.Lock()
+			err := d.waitRoom(ctx)
+			if err == nil {
+				d.enqueue(mark)
+			}
+			d.mu.Unlock()
+			if err != nil {
+				return nil, err
+			}
+		}
+		return held, nil
+	}
+}
+
+// acceptHeld is accept under d.mu. It returns the compact ID that holds the
+// hash of cmd's ID, unless its First is other, for the caller to check
+// without d.mu.
+func (d *Dispatcher) acceptHeld(ctx context.Context, cmd Command, span trace.SpanContext, mark *item, other int64) (*command, *CheckpointID, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.waitRoom(ctx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if c, ok := d.commands[cmd.ID]; ok {
 		if err := conflict(c, cmd); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if mark != nil {
 			d.enqueue(mark)
 		}
-		return c, nil
+		return c, nil, nil
 	}
+	if hit, ok := d.ids.find(IDHash(cmd.ID)); ok && hit.First != other {
+		return nil, &hit, nil
+	}
+	if err := d.outsideWindow(cmd, d.now()); err != nil {
+		if mark == nil {
+			return nil, nil, err
+		}
+		c, err := d.rejectOutside(cmd, err, mark)
+		return c, nil, err
+	}
+	c, err := d.acceptNew(cmd, span, mark)
+	return c, nil, err
+}
+
+// rejectOutside records a request outside the dedup window as rejected,
+// with no Issued record: it was never accepted, and its ID may be that of
+// a command the log holds. The caller holds d.mu.
+func (d *Dispatcher) rejectOutside(cmd Command, reason error, mark *item) (*command, error) {
+	c := &command{cmd: cmd, phase: phaseQueued, attempt: NoAttempt, settled: make(chan struct{}), first: -1, outcomeAt: -1}
+	it, err := d.outcomeItem(c, Outcome{Status: StatusRejected, Attempt: NoAttempt, Reason: reason.Error()})
+	if err != nil {
+		return nil, err
+	}
+	it.counted = true
+	it.intake, it.intakeNext = true, mark.intakeNext
+	d.commands[cmd.ID] = c
+	d.tel.pendingDelta(1)
+	d.enqueue(it)
+	return c, nil
+}
+
+// acceptNew registers cmd under a new ID. The caller holds d.mu.
+func (d *Dispatcher) acceptNew(cmd Command, span trace.SpanContext, mark *item) (*command, error) {
 	issued, err := d.newItem(Entry{Kind: EntryIssued, Issued: &Issued{Command: cmd}}, span)
 	if err != nil {
 		return nil, err
 	}
-	c := &command{cmd: cmd, issued: true, phase: phaseQueued, attempt: FirstAttempt, settled: make(chan struct{}), span: span, issuedAt: time.Now()}
+	c := &command{cmd: cmd, issued: true, phase: phaseQueued, attempt: FirstAttempt, settled: make(chan struct{}), span: span, issuedAt: time.Now(),
+		first: -1, outcomeAt: -1}
 
 	// A command that may not be dispatched is recorded with its outcome in
 	// the same transaction, or the next.
@@ -161,8 +243,8 @@ func (d *Dispatcher) accept(ctx context.Context, cmd Command, span trace.SpanCon
 	if mark != nil {
 		issued.intake, issued.intakeNext = true, mark.intakeNext
 	}
-	issued.committed = func(token coordination.FencingToken) {
-		c.token = token
+	issued.committed = func(token coordination.FencingToken, offset int64) {
+		c.token, c.first = token, offset
 		d.setPhase(c, phaseIssued)
 		if final == nil {
 			d.enqueueJob(c, token, FirstAttempt)
@@ -204,7 +286,7 @@ func (d *Dispatcher) outcomeItem(c *command, o Outcome) (*item, error) {
 		return nil, err
 	}
 	it.span = d.tel.startRecord(c.span, "dispatch.outcome")
-	it.committed = func(coordination.FencingToken) { d.settle(c, o) }
+	it.committed = func(_ coordination.FencingToken, offset int64) { d.settle(c, o, offset) }
 	return it, nil
 }
 
@@ -252,18 +334,27 @@ func (d *Dispatcher) phaseMoved(was, p phase) {
 	d.tel.inDoubtDelta(inDoubtOf(p) - inDoubtOf(was))
 }
 
-// settle applies a committed outcome; an outcome of a command that a
-// terminal outcome settled before changes nothing (see command_state.go).
-// The caller holds d.mu.
-func (d *Dispatcher) settle(c *command, o Outcome) {
+// settle applies an outcome committed at offset; an outcome of a command
+// that a terminal outcome settled before changes nothing (see
+// command_state.go). A command it settles for good is held as a compact ID
+// from then on, when it can be. The caller holds d.mu.
+func (d *Dispatcher) settle(c *command, o Outcome, offset int64) {
 	c.resolving = false
 	was := c.phase
+	if was == phaseQueued && !c.issued {
+		// A request rejected at intake: its outcome is its first record.
+		c.first, c.seen = offset, d.now()
+	}
 	if !c.recorded(o) {
 		d.cfg.logger.Error("dispatch: an outcome of a settled command committed; the first terminal outcome stands",
 			"command", c.cmd.ID, "status", o.Status, "first", c.outcome.Status)
 	} else {
 		d.phaseMoved(was, c.phase)
 		d.tel.countOutcome(o.Status)
+		if c.phase == phaseTerminal {
+			c.outcomeAt = offset
+			d.compactCommand(c, d.now())
+		}
 	}
 	select {
 	case <-c.settled:
@@ -276,18 +367,25 @@ func (d *Dispatcher) settle(c *command, o Outcome) {
 // queued while the one before was in flight, up to the batch bounds. It
 // starts the next transaction as soon as the one before committed, unless
 // the first record queued less than the commit linger ago (see lingerFor).
+//
+// Between two batches it writes a checkpoint when one is due (see
+// maybeCheckpoint).
 func (d *Dispatcher) commitLoop() {
 	for {
 		batch := d.takeBatch()
 		if batch == nil {
 			return
 		}
-		d.commit(batch)
+		if len(batch) > 0 {
+			d.commit(batch)
+		}
+		d.maybeCheckpoint()
 	}
 }
 
 // takeBatch waits for queued records, and for the commit linger, and takes
-// the next batch. It returns nil when the dispatcher halted.
+// the next batch. It returns an empty batch when the queue is empty and a
+// checkpoint is due, and nil when the dispatcher halted.
 func (d *Dispatcher) takeBatch() []*item {
 	var timer *time.Timer
 	defer func() {
@@ -300,6 +398,10 @@ func (d *Dispatcher) takeBatch() []*item {
 		if d.halted {
 			d.mu.Unlock()
 			return nil
+		}
+		if len(d.queue) == 0 && d.checkpointDueLocked() {
+			d.mu.Unlock()
+			return []*item{}
 		}
 		var linger <-chan time.Time
 		if len(d.queue) > 0 {
@@ -418,16 +520,22 @@ func (d *Dispatcher) commit(batch []*item) {
 		intakeKey, intakeValue = it.key, it.value
 	}
 
+	// written and at keep the records of the last build, whose offsets the
+	// writer sets once they commit, and the record of each item in batch.
+	var written []coordination.GuardedRecord
+	at := make([]int, len(batch))
 	build := func(token coordination.FencingToken) ([]coordination.GuardedRecord, error) {
 		common := []coordination.Header{
 			{Key: HeaderToken, Value: []byte(token.String())},
 			{Key: HeaderMember, Value: []byte(d.member)},
 		}
 		records := make([]coordination.GuardedRecord, 0, len(batch)+1)
-		for _, it := range batch {
+		for i, it := range batch {
+			at[i] = -1
 			if it.key == nil {
 				continue
 			}
+			at[i] = len(records)
 			stampToken(it.value, token)
 			records = append(records, coordination.GuardedRecord{
 				Partition: d.logTP, Key: it.key, Value: it.value,
@@ -440,6 +548,7 @@ func (d *Dispatcher) commit(batch []*item) {
 				Partition: d.logTP, Key: intakeKey, Value: intakeValue, Headers: common,
 			})
 		}
+		written = records
 		return records, nil
 	}
 
@@ -477,9 +586,16 @@ func (d *Dispatcher) commit(batch []*item) {
 	if d.halted {
 		return
 	}
-	for _, it := range batch {
+	for i, it := range batch {
+		offset := int64(-1)
+		if at[i] >= 0 && at[i] < len(written) {
+			offset = written[at[i]].Offset
+		}
 		if it.committed != nil {
-			it.committed(token)
+			it.committed(token, offset)
+		}
+		if it.key != nil && !it.checkpoint {
+			d.cpSince++
 		}
 	}
 	if hasIntake {

@@ -41,10 +41,14 @@ type leaderLog struct {
 	records []coordination.GuardedRecord
 }
 
-func (l *leaderLog) append(records []coordination.GuardedRecord) {
+// append adds records at the end of the log and returns the offset of the
+// first.
+func (l *leaderLog) append(records []coordination.GuardedRecord) int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	base := int64(len(l.records))
 	l.records = append(l.records, records...)
+	return base
 }
 
 // entries decodes the committed records, with their offsets.
@@ -226,7 +230,10 @@ func (f *fakeLeader) Write(ctx context.Context, build func(coordination.FencingT
 		r.Value = append([]byte(nil), r.Value...)
 		copied[i] = r
 	}
-	f.log.append(copied)
+	base := f.log.append(copied)
+	for i := range records {
+		records[i].Offset = base + int64(i) // as the Kafka writer sets them
+	}
 	f.writes = append(f.writes, copied)
 	if f.bump {
 		f.token = fakeToken(f.t, token.ProducerID(), token.ProducerEpoch()+1)

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/krabka-io/krabka-dispatch/coordination"
+
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
@@ -79,6 +81,23 @@ const (
 	// arrives without a Deadline: its deadline becomes its submission time
 	// plus this extent. Change it with [WithCommandTimeout].
 	DefaultCommandTimeout = time.Minute
+
+	// DefaultDedupWindow is how long command IDs are deduplicated, counted
+	// from a command's SubmittedAt. A command submitted longer ago than the
+	// window is refused ([ErrOutsideDedupWindow]); see [WithDedupWindow].
+	DefaultDedupWindow = 7 * 24 * time.Hour
+
+	// DedupClockSkew is the margin beyond the dedup window for which a
+	// settled command's ID stays held, so that a successor whose clock runs
+	// up to this far ahead of its predecessor's still finds every ID that
+	// the predecessor would have refused as a duplicate.
+	DedupClockSkew = time.Minute
+
+	// DefaultCheckpointInterval is how many records of the role the
+	// dispatcher commits between two checkpoints, and how many offsets of
+	// its log partition (the records of every role that shares it) may pass
+	// before it writes one even when it is idle. See [WithCheckpointInterval].
+	DefaultCheckpointInterval = 20000
 )
 
 // writeRetryBackoff is the wait before a transaction of the command log that
@@ -106,6 +125,9 @@ type config struct {
 	maxRetryBackoff    time.Duration
 	safetyMargin       time.Duration
 	commandTimeout     time.Duration
+	dedupWindow        time.Duration
+	checkpointInterval int
+	clock              coordination.Clock
 	writeRetryBackoff  time.Duration
 	tracerProvider     trace.TracerProvider
 	meterProvider      metric.MeterProvider
@@ -128,6 +150,9 @@ func newConfig(options []Option) (*config, error) {
 		maxRetryBackoff:    DefaultMaxRetryBackoff,
 		safetyMargin:       DefaultSafetyMargin,
 		commandTimeout:     DefaultCommandTimeout,
+		dedupWindow:        DefaultDedupWindow,
+		checkpointInterval: DefaultCheckpointInterval,
+		clock:              coordination.SystemClock{},
 		writeRetryBackoff:  writeRetryBackoff,
 		tracerProvider:     tracenoop.NewTracerProvider(),
 		meterProvider:      metricnoop.NewMeterProvider(),
@@ -317,6 +342,57 @@ func WithCommandTimeout(timeout time.Duration) Option {
 			return err
 		}
 		c.commandTimeout = timeout
+		return nil
+	}
+}
+
+// WithDedupWindow sets how long command IDs are deduplicated, overriding
+// [DefaultDedupWindow]. The rule: an ID is deduplicated exactly while its
+// command's SubmittedAt is within the window of now, so a duplicate Submit
+// or request returns the status of the command that holds the ID and is
+// never dispatched. A command whose SubmittedAt is older than the window is
+// refused, with [ErrOutsideDedupWindow] from Submit and a rejected outcome
+// for a request from the requests topic, because the dispatcher no longer
+// holds every ID that old and cannot prove it is not a duplicate. A retry
+// carries its original SubmittedAt, so a retry of a command whose ID left
+// the window is itself outside it and is never dispatched twice. A settled
+// command's ID is held for the window plus [DedupClockSkew], and only as a
+// 64-bit hash with the offsets of its records: memory grows with the
+// commands of one window, not with the log.
+func WithDedupWindow(window time.Duration) Option {
+	return func(c *config) error {
+		if err := positive("dedup window", window); err != nil {
+			return err
+		}
+		c.dedupWindow = window
+		return nil
+	}
+}
+
+// WithCheckpointInterval sets how many records of the role the dispatcher
+// commits between two checkpoints of its state, and how far, in offsets of
+// the shared log partition, the partition may move past its last checkpoint
+// before an idle dispatcher writes another, overriding
+// [DefaultCheckpointInterval]. A recovery reads about this many records
+// before it finds the newest checkpoint, plus the records after it.
+func WithCheckpointInterval(records int) Option {
+	return func(c *config) error {
+		if err := positive("checkpoint interval", records); err != nil {
+			return err
+		}
+		c.checkpointInterval = records
+		return nil
+	}
+}
+
+// WithClock sets the clock that the dedup window is measured on, overriding
+// the system clock. Tests pass a [coordination.ManualClock].
+func WithClock(clock coordination.Clock) Option {
+	return func(c *config) error {
+		if clock == nil {
+			return errors.New("dispatch: clock is nil")
+		}
+		c.clock = clock
 		return nil
 	}
 }

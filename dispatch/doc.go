@@ -10,19 +10,24 @@
 // returns, the leadership is over (or the member is shutting down), and the
 // next leadership gets a new Dispatcher. Run goes through these steps:
 //
-//  1. Recovery. It reads the role's partition of the command log to the last
-//     stable offset ([LogReader], [KafkaLogReader]) and rebuilds every
-//     command ID the log holds, the intake position, and the pending
-//     commands: issued, with no outcome of their latest attempt. Each
-//     pending command is settled as "Takeover" below says, before any new
-//     command. A read that fails for a reason a retry may cure is tried
-//     again while the leadership holds; a record that does not decode ends
-//     Run, because a leader must not act on part of its log.
+//  1. Recovery. It reads the role's partition of the command log from the
+//     newest checkpoint of the role to the high watermark taken when it
+//     began, waiting out other producers' open transactions ([LogReader],
+//     [LogRangeReader], [KafkaLogReader]; see "Checkpoints and the dedup
+//     window" below), and rebuilds the command IDs inside the dedup window,
+//     the intake position, and the pending commands: issued, with no
+//     outcome of their latest attempt. Each pending command is settled as
+//     "Takeover" below says, before any new command. A read that fails for a
+//     reason a retry may cure is tried again while the leadership holds; a
+//     record that does not decode ends Run, because a leader must not act on
+//     part of its log. [Dispatcher.RecoveryStats] says how many records it
+//     read.
 //  2. Intake. Commands arrive from the role's partition of the requests topic
 //     (read_committed, from the recovered intake position, with
 //     [WithRequestSource]) and from [Dispatcher.Submit], which the binary's
-//     HTTP API calls. A command whose ID the log holds is not issued again.
-//     When it is the same command ([Command.SameAs]: role, device, action,
+//     HTTP API calls. A command whose ID the log holds inside the dedup
+//     window is not issued again, and one submitted before the window is
+//     refused ([ErrOutsideDedupWindow]). When it is the same command ([Command.SameAs]: role, device, action,
 //     payload, attributes and deadline; SubmittedAt may differ), its
 //     submitter gets the status of the first; when it differs, Submit
 //     returns an *[IDConflictError], and a request from the topic, which has
@@ -199,7 +204,7 @@
 // Every record of one role goes to the partition of the log topic
 // ([DefaultLogTopic]) that coordination.RolePartition picks for the role, so
 // a role's log is one totally ordered partition, written only in transactions
-// under the role's fencing token. There are four kinds of record
+// under the role's fencing token. There are five kinds of record
 // ([EntryKind]):
 //
 //   - Issued: a command, written before any dispatch of it. It opens attempt
@@ -214,6 +219,8 @@
 //     the same transaction as the records that answer the requests it covers,
 //     so a new leader resumes intake exactly where the old one committed:
 //     exactly-once intake with no consumer group.
+//   - Checkpoint: one part of the role's dispatch state as of the
+//     transaction that writes it (see "Checkpoints and the dedup window").
 //
 // An intake record covers the request records at offsets FromOffset up to,
 // not including, NextOffset of one requests partition; FromOffset is the
@@ -255,9 +262,11 @@
 // The key of every log record:
 //
 //	int16  version       0
-//	int16  kind          1 issued, 2 redispatched, 3 outcome, 4 intake
+//	int16  kind          1 issued, 2 redispatched, 3 outcome, 4 intake,
+//	                     5 checkpoint
 //	string role          1..249 bytes (coordination.MaxRoleLen)
 //	string command id    1..255 bytes (MaxCommandIDLen); empty for intake
+//	                     and checkpoint
 //
 // The value of every log record starts with the same head, followed by the
 // body of its kind:
@@ -304,6 +313,55 @@
 //	int64  from offset     not negative
 //	int64  next offset     at least from offset
 //
+// The body of a checkpoint record (the key's command id is empty) is one
+// part of a checkpoint ([CheckpointPart]):
+//
+//	int64  sequence        names the checkpoint within its leadership; not
+//	                       negative
+//	int32  part            0..parts-1
+//	int32  parts           1..4096 (MaxCheckpointParts)
+//	bytes  data            0..786432 bytes (MaxCheckpointPartLen), this
+//	                       part's slice of the checkpoint state
+//
+// Every part of one checkpoint is written in one transaction, under one
+// token, with one sequence and one count of parts, so a reader holds the
+// whole checkpoint when it holds parts 0 to parts-1 of one sequence under
+// one token; a reader that sees a part sees them all, since the
+// transaction committed all or none. The state is the concatenation of the
+// parts' data in part order ([AssembleCheckpoint]):
+//
+//	int16  version         0
+//	int64  window          the writer's dedup window, in milliseconds; positive
+//	string intake topic    0..249 bytes; empty when no intake is recorded
+//	int32  intake partition
+//	int64  intake next     the offset where intake resumes; 0 without a topic
+//	int32  commands        then for each command held whole:
+//	int8     status        0 pending, 5 in doubt, or the terminal status of
+//	                       a settled command that could not be held compact
+//	int8     issued        1 when the log holds its Issued record, else 0
+//	...      command       issued 1: the command, as in an issued record;
+//	                       issued 0: string id, time submitted at (may be
+//	                       the zero time)
+//	int32    attempt       its latest attempt
+//	int64    producer id   the token its latest attempt was opened under
+//	int16    producer epoch
+//	int64    first         offset of its first record, or -1 when unknown
+//	...      outcome       only when status is not 0: int32 attempt, string
+//	                       reason, string detail, bytes data, as in an
+//	                       outcome record (its status is the status above)
+//	int32  ids             then for each compact ID, in ascending first
+//	                       offset:
+//	uint64   hash          IDHash of the command ID (FNV-1a, 64 bits);
+//	                       no two alike
+//	uvarint  first delta   first offset minus the previous ID's (the first
+//	                       ID's is the offset itself); positive but for the
+//	                       first ID
+//	uvarint  outcome delta offset of its terminal outcome minus first
+//	varint   submitted at  milliseconds since the Unix epoch, as a zigzag
+//	                       delta from the previous ID's (from 0 for the first)
+//
+// A varint is Go's encoding/binary varint, in its shortest form.
+//
 // A record of the requests topic ([DefaultRequestsTopic], the role's
 // partition, written by any producer or by [Client.Submit]) has the command
 // ID as its key and this value:
@@ -315,6 +373,80 @@
 //
 // The files in testdata/ hold a golden vector of each layout, for the
 // ports of this log to check against.
+//
+// # Checkpoints and the dedup window
+//
+// Nothing a leader reads at takeover or keeps in memory grows with the log's
+// history: it grows with the commands of one dedup window and the commands
+// not yet settled.
+//
+// The window ([WithDedupWindow], [DefaultDedupWindow], seven days) is the
+// rule of idempotency: a command ID is deduplicated exactly while its
+// command's SubmittedAt is within the window of now, and a command whose
+// SubmittedAt is older than the window, and whose ID the dispatcher does not
+// hold, is refused: Submit returns an *[OutsideWindowError] (it wraps
+// [ErrOutsideDedupWindow]) and records nothing; a request from the requests
+// topic is recorded as rejected, with no Issued record, as one that does not
+// validate is. The dispatcher can no longer prove such a command is not a
+// duplicate, and a retry carries its original SubmittedAt, so the retry of a
+// command whose ID has left the window is itself outside the window: it is
+// never dispatched twice. A settled command's ID is held for the window plus
+// [DedupClockSkew], measured from its SubmittedAt on the leader's clock, so
+// that a successor whose clock runs up to that far ahead still refuses every
+// command its predecessor would have. A submitter whose clock runs behind the
+// leader's by more than the window cannot submit at all; one whose clock runs
+// ahead holds its IDs longer.
+//
+// A settled command is kept only as a compact ID ([CheckpointID]): the
+// 64-bit hash of its ID and the offsets of its first record and its terminal
+// outcome, about 32 bytes, without its payload ([Dispatcher.Retained]
+// counts them). A Submit or a request whose ID hashes to a compact ID reads
+// the record at the first offset from the log to compare the IDs exactly; a
+// duplicate gets the outcome read from the outcome's offset
+// ([Dispatcher.LookupContext] does the same): two reads of one record each,
+// never a scan. A command whose hash another compact ID holds stays whole.
+// This needs a reader of log ranges ([LogRangeReader], which
+// [KafkaLogReader] is) and a writer that reports the offsets of what it
+// committed (coordination.GuardedRecord's Offset, which the Kafka transport
+// sets); without them a dispatcher holds every command whole, reads the whole
+// partition at takeover, and writes no checkpoints.
+//
+// A checkpoint is the state a recovery needs ([Checkpoint]): the intake
+// position, the commands not settled (whole: recovery dispatches them again
+// or records them in doubt), and the compact IDs inside the window. The
+// leader writes it in the role's own log partition, in a transaction of its
+// own between two batches: it is the only writer of the role's records, so
+// the state it takes is exactly what committed before it, and a recovery
+// that starts from the checkpoint and folds the records after it through the
+// same command state machine gets the state of one that folds the whole
+// log. Keeping it in the log, not in a compacted topic of its own, keeps one
+// partition the whole truth of a role: the checkpoint commits under the
+// token in the same ordered partition as the records it summarises, needs
+// no topic beyond those the deployment has, and [Verify] checks it against
+// them. A checkpoint over [MaxCheckpointPartLen] bytes (some 55,000 compact
+// IDs a part) is split into parts of one transaction, each well below
+// Kafka's default max.message.bytes of 1 MiB.
+//
+// The leader writes a checkpoint right after a recovery that read records
+// after the newest one; after [WithCheckpointInterval] records of its own
+// ([DefaultCheckpointInterval]), or one for every 16 compact IDs it holds
+// when that is more, so that the bytes of checkpoints stay a fixed share of
+// the log however large the window (a window of a million IDs, 11 to 14 MB
+// of checkpoint, is written about every 62,500 records); and, every few
+// seconds, when it finds the partition's high watermark an interval past
+// its last checkpoint, even when it wrote nothing itself: roles share
+// partitions, and a busy neighbour moves the partition while this role is
+// idle.
+//
+// Recovery finds the newest checkpoint by reading backwards from the high
+// watermark taken when it began: one checkpoint interval of offsets, then
+// twice that, and so on, until it holds every part of the newest checkpoint
+// of its role, and keeps only its role's records on the way. Since the
+// leader writes a checkpoint at least every interval of partition offsets,
+// the first read or two find it whatever else the partition holds, and the
+// records recovery reads are bounded by the interval and the records after
+// the checkpoint, not by the history ([RecoveryStats]). A partition without
+// a checkpoint of the role is read to its start, as without checkpoints.
 //
 // # Audit
 //
@@ -340,7 +472,11 @@
 //   - attempts are numbered in order, and an outcome closes the latest one;
 //   - intake positions are contiguous: each intake record of a requests
 //     partition starts where the role's previous one ended, with no gap (a
-//     request never taken in) and no overlap (a request taken in twice).
+//     request never taken in) and no overlap (a request taken in twice);
+//   - every checkpoint assembles and says what the records before it say:
+//     the state of each command it holds whole, the offsets of each compact
+//     ID, the intake position, and no command missing that it must hold. A
+//     log that begins at a checkpoint is checked from it.
 //
 // A [Client] submits commands through the requests topic and reads their
 // status and outcomes from the log; it needs no leader.

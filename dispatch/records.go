@@ -30,6 +30,11 @@ const (
 	// written in the same transaction as the Issued records of the requests
 	// it covers.
 	EntryIntake EntryKind = 4
+
+	// EntryCheckpoint records one part of a checkpoint: the role's dispatch
+	// state, split over the parts of one transaction (see [CheckpointPart]
+	// and [Checkpoint]). Recovery starts from the newest complete one.
+	EntryCheckpoint EntryKind = 5
 )
 
 // String names the kind.
@@ -43,6 +48,8 @@ func (k EntryKind) String() string {
 		return "outcome"
 	case EntryIntake:
 		return "intake"
+	case EntryCheckpoint:
+		return "checkpoint"
 	}
 	return "EntryKind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -254,6 +261,7 @@ type Entry struct {
 	Redispatched *Redispatched
 	Outcome      *Outcome
 	Intake       *IntakePosition
+	Checkpoint   *CheckpointPart
 
 	// Batch is set by a reader that knows the record batch, such as
 	// [ReadLog]; it is nil otherwise. It is not encoded.

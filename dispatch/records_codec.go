@@ -88,6 +88,16 @@ func EncodeEntry(e Entry) (key, value []byte, err error) {
 		body.int32(int32(p.Partition))
 		body.int64(p.FromOffset)
 		body.int64(p.NextOffset)
+	case EntryCheckpoint:
+		p := e.Checkpoint
+		if err := checkCheckpointPart(*p); err != nil {
+			return nil, nil, fmt.Errorf("dispatch: encode checkpoint entry: %w", err)
+		}
+		body.buf = make([]byte, 0, 16+len(p.Data))
+		body.int64(p.Sequence)
+		body.int32(int32(p.Part))
+		body.int32(int32(p.Parts))
+		body.bytes(p.Data)
 	}
 
 	k := wireWriter{buf: make([]byte, 0, 8+len(e.Role)+len(id))}
@@ -122,7 +132,7 @@ func checkEntryHead(e Entry) error {
 		return fmt.Errorf("the entry's At %s", p)
 	}
 	set := 0
-	for _, b := range []bool{e.Issued != nil, e.Redispatched != nil, e.Outcome != nil, e.Intake != nil} {
+	for _, b := range []bool{e.Issued != nil, e.Redispatched != nil, e.Outcome != nil, e.Intake != nil, e.Checkpoint != nil} {
 		if b {
 			set++
 		}
@@ -137,6 +147,8 @@ func checkEntryHead(e Entry) error {
 		want = e.Outcome != nil
 	case EntryIntake:
 		want = e.Intake != nil
+	case EntryCheckpoint:
+		want = e.Checkpoint != nil
 	default:
 		return fmt.Errorf("unknown kind %d", int16(e.Kind))
 	}
@@ -229,7 +241,7 @@ func DecodeEntry(key, value []byte) (Entry, error) {
 		kr.fail("unknown version %d", v)
 	}
 	e.Kind = EntryKind(kr.int16("kind"))
-	if kr.err == nil && (e.Kind < EntryIssued || e.Kind > EntryIntake) {
+	if kr.err == nil && (e.Kind < EntryIssued || e.Kind > EntryCheckpoint) {
 		kr.fail("unknown kind %d", int16(e.Kind))
 	}
 	e.Role = kr.string("role", coordination.MaxRoleLen)
@@ -240,10 +252,10 @@ func DecodeEntry(key, value []byte) (Entry, error) {
 			kr.fail("%w", err)
 		}
 	}
-	if kr.err == nil && e.Kind == EntryIntake && id != "" {
-		kr.fail("an intake key names command %q", id)
+	if kr.err == nil && (e.Kind == EntryIntake || e.Kind == EntryCheckpoint) && id != "" {
+		kr.fail("an %s key names command %q", e.Kind, id)
 	}
-	if kr.err == nil && e.Kind != EntryIntake {
+	if kr.err == nil && e.Kind != EntryIntake && e.Kind != EntryCheckpoint {
 		if err := checkCommandID(id); err != nil {
 			kr.fail("command id: %w", err)
 		}
@@ -332,6 +344,19 @@ func DecodeEntry(key, value []byte) (Entry, error) {
 			}
 		}
 		e.Intake = &p
+	case EntryCheckpoint:
+		p := CheckpointPart{}
+		p.Sequence = r.int64("sequence")
+		p.Part = int(r.int32("part"))
+		p.Parts = int(r.int32("parts"))
+		p.Data = r.bytes("data", MaxCheckpointPartLen)
+		r.end()
+		if r.err == nil {
+			if err = checkCheckpointPart(p); err != nil {
+				r.fail("%w", err)
+			}
+		}
+		e.Checkpoint = &p
 	}
 	if r.err != nil {
 		return Entry{}, newFormatError("entry value", r.err)

@@ -66,7 +66,11 @@ func goldenEntries(t testing.TB) map[string]Entry {
 	intake := head(EntryIntake)
 	intake.Intake = &IntakePosition{Topic: DefaultRequestsTopic, Partition: 12, FromOffset: 100, NextOffset: 164}
 
+	checkpoint := head(EntryCheckpoint)
+	checkpoint.Checkpoint = &CheckpointPart{Sequence: 3, Part: 0, Parts: 1, Data: goldenCheckpointData(t)}
+
 	return map[string]Entry{
+		"checkpoint":       checkpoint,
 		"issued":           issued,
 		"redispatched":     redispatched,
 		"outcome-success":  succeeded,

@@ -181,3 +181,44 @@ func (r *wireReader) end() {
 		r.fail("%d trailing bytes after byte %d", len(r.buf)-r.off, r.off)
 	}
 }
+
+// uvarint reads an unsigned varint in its shortest form.
+func (r *wireReader) uvarint(what string) uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.buf[r.off:])
+	if n <= 0 || n != uvarintLen(v) {
+		r.fail("%s: malformed varint at byte %d", what, r.off)
+		return 0
+	}
+	r.off += n
+	return v
+}
+
+// varint reads a signed (zigzag) varint in its shortest form.
+func (r *wireReader) varint(what string) int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.buf[r.off:])
+	zigzag := uint64(v) << 1
+	if v < 0 {
+		zigzag = ^zigzag
+	}
+	if n <= 0 || n != uvarintLen(zigzag) {
+		r.fail("%s: malformed varint at byte %d", what, r.off)
+		return 0
+	}
+	r.off += n
+	return v
+}
+
+// uvarintLen is the length of v's shortest unsigned varint.
+func uvarintLen(v uint64) int {
+	n := 1
+	for ; v >= 0x80; v >>= 7 {
+		n++
+	}
+	return n
+}

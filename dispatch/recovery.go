@@ -28,47 +28,115 @@ func (f LogReaderFunc) ReadLog(ctx context.Context, partition coordination.Topic
 }
 
 // recover rebuilds the role's state from its log partition, before any
-// intake: every command ID the log holds (so a duplicate is never issued
-// again), the intake position, and the pending commands, which it settles
-// as the package doc's "Takeover" describes. The records it queues commit
-// in the first transactions of the leadership, ahead of any new command.
+// intake: every command ID inside the dedup window (so a duplicate is never
+// issued again), the intake position, and the pending commands, which it
+// settles as the package doc's "Takeover" describes. With a
+// [LogRangeReader] it starts from the newest checkpoint and reads only the
+// records after it; otherwise it reads the whole partition. The records it
+// queues commit in the first transactions of the leadership, ahead of any
+// new command.
 func (d *Dispatcher) recover(ctx context.Context) error {
-	entries, err := d.readLog(ctx)
-	if err != nil {
-		return fmt.Errorf("dispatch: recover the log of role %s: %w", d.role, err)
+	var state recovered
+	var stats RecoveryStats
+	if d.ranger != nil {
+		var err error
+		if state, stats, err = d.recoverFromCheckpoint(ctx); err != nil {
+			return fmt.Errorf("dispatch: recover the log of role %s: %w", d.role, err)
+		}
+	} else {
+		entries, err := d.readLog(ctx)
+		if err != nil {
+			return fmt.Errorf("dispatch: recover the log of role %s: %w", d.role, err)
+		}
+		state = foldLog(d.role, d.requestTP, entries)
+		stats = RecoveryStats{RecordsRead: len(entries), CheckpointOffset: -1, TailRecords: len(entries)}
 	}
-	state := foldLog(d.role, d.requestTP, entries)
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.recovery = stats
 	d.intake = state.intake
 	d.tel.intakeCommitted(state.intake)
+	now := d.now()
+	cutoff := now.Add(-d.cfg.dedupWindow - DedupClockSkew)
+	if err := d.ids.load(state.ids, cutoff); err != nil {
+		return fmt.Errorf("dispatch: recover the log of role %s: %w", d.role, err)
+	}
 	for _, c := range state.order {
-		d.commands[c.cmd.ID] = c
 		switch {
 		case c.phase.pending():
 			d.tel.pendingDelta(1)
 		case c.phase == phaseInDoubt:
 			d.tel.inDoubtDelta(1)
+		case c.phase == phaseTerminal:
+			if d.windowTime(c, now).Before(cutoff) {
+				continue // outside the window: its ID is let go
+			}
+			if d.compactCommand(c, now) {
+				continue
+			}
 		}
+		d.commands[c.cmd.ID] = c
 	}
-	now := time.Now()
+	d.lastSweep = now
+	if d.ranger != nil {
+		d.cpAt = stats.CheckpointOffset
+		if d.cpAt < 0 {
+			d.cpAt = stats.Start
+		}
+		// A checkpoint right away spares the next leader the records this
+		// one read after the last checkpoint.
+		d.cpDue = stats.TailRecords > 0 || stats.RecordsRead >= d.cfg.checkpointInterval/2
+	}
+	wall := time.Now()
 	for _, c := range state.order {
 		if !c.phase.pending() {
 			continue
 		}
-		if err := d.takeOver(c, now); err != nil {
+		if err := d.takeOver(c, wall); err != nil {
 			return fmt.Errorf("dispatch: recover command %q: %w", c.cmd.ID, err)
 		}
 	}
 	return nil
 }
 
+// RecoveryStats says what the recovery at takeover read.
+type RecoveryStats struct {
+	// RecordsRead counts the records of every role that recovery read from
+	// the log partition, checkpoint parts included: about one checkpoint
+	// interval and the records after the newest checkpoint with a
+	// [LogRangeReader], the whole partition without one.
+	RecordsRead int
+
+	// CheckpointOffset is the offset of the last part of the checkpoint
+	// that recovery started from, or -1 when it found none.
+	CheckpointOffset int64
+
+	// TailRecords counts the records of the role after that checkpoint
+	// (every record of the role when it found none).
+	TailRecords int
+
+	// Start and End are the log start offset and the high watermark that
+	// recovery read between; both are 0 without a [LogRangeReader].
+	Start, End int64
+}
+
+// RecoveryStats returns what the recovery at takeover read. It is the zero
+// value until [Dispatcher.Recovered] reports true.
+func (d *Dispatcher) RecoveryStats() RecoveryStats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.recovery
+}
+
 // recovered is the state of a role that its log holds.
 type recovered struct {
-	// order holds every command of the role, in the order of its first
-	// record.
+	// order holds every command that the records hold whole, in the order
+	// of its first record (those of a checkpoint first).
 	order []*command
+
+	// ids are the compact IDs of the checkpoint recovery started from.
+	ids []CheckpointID
 
 	// intake is the NextOffset of the role's last intake record of its
 	// requests partition, or 0.
@@ -82,54 +150,103 @@ type recovered struct {
 // leave without effect are skipped. Every command it returns has its settled
 // channel, closed when the command is in doubt or settled.
 func foldLog(role string, requests coordination.TopicPartition, entries []Entry) recovered {
-	var st recovered
-	commands := make(map[string]*command)
-	get := func(id string) *command {
-		c, ok := commands[id]
-		if !ok {
-			c = &command{cmd: Command{ID: id, Role: role}}
-			commands[id] = c
-			st.order = append(st.order, c)
-		}
-		return c
-	}
+	f := newFolder(role, requests)
 	for i := range entries {
-		e := &entries[i]
-		if e.Role != role || !hasBody(e) {
-			continue
+		f.apply(&entries[i])
+	}
+	return f.finish()
+}
+
+// folder applies records to the command state machine, from an empty state
+// or from a checkpoint.
+type folder struct {
+	role     string
+	requests coordination.TopicPartition
+	st       recovered
+	commands map[string]*command
+}
+
+func newFolder(role string, requests coordination.TopicPartition) *folder {
+	return &folder{role: role, requests: requests, commands: make(map[string]*command)}
+}
+
+// seed starts the fold from a checkpoint of the role.
+func (f *folder) seed(cp Checkpoint) {
+	if cp.IntakeTopic == f.requests.Topic && cp.IntakePartition == f.requests.Partition {
+		f.st.intake = cp.IntakeNext
+	}
+	f.st.ids = cp.IDs
+	for _, cc := range cp.Commands {
+		c := &command{cmd: cc.Command, issued: cc.Issued, attempt: cc.Attempt, token: cc.Token,
+			first: cc.First, outcomeAt: -1}
+		switch {
+		case cc.Status == StatusPending:
+			c.phase = phaseIssued
+		case cc.Status == StatusInDoubt:
+			c.phase, c.outcome = phaseInDoubt, cc.Outcome
+		default:
+			c.phase, c.outcome = phaseTerminal, cc.Outcome
 		}
-		switch e.Kind {
-		case EntryIssued:
-			c := get(e.Issued.Command.ID)
-			if c.issued {
-				continue // the first Issued record stands
-			}
-			c.cmd, c.issued, c.span = e.Issued.Command, true, e.Trace
-			if c.attempt == NoAttempt && c.phase == phaseQueued {
-				// Nothing named the command before: it opens attempt 1.
-				c.phase, c.attempt, c.token = phaseIssued, FirstAttempt, e.Token
-			}
-		case EntryRedispatched:
-			c := get(e.Redispatched.CommandID)
-			c.redispatched(e.Redispatched.Attempt, e.Token)
-		case EntryOutcome:
-			c := get(e.Outcome.CommandID)
-			if c.recorded(*e.Outcome) && c.phase == phaseInDoubt && !c.issued {
+		f.commands[c.cmd.ID] = c
+		f.st.order = append(f.st.order, c)
+	}
+}
+
+func (f *folder) get(id string, e *Entry) *command {
+	c, ok := f.commands[id]
+	if !ok {
+		c = &command{cmd: Command{ID: id, Role: f.role}, first: e.Offset, outcomeAt: -1, seen: e.At}
+		f.commands[id] = c
+		f.st.order = append(f.st.order, c)
+	}
+	return c
+}
+
+// apply applies one record.
+func (f *folder) apply(e *Entry) {
+	if e.Role != f.role || !hasBody(e) {
+		return
+	}
+	switch e.Kind {
+	case EntryIssued:
+		c := f.get(e.Issued.Command.ID, e)
+		if c.issued {
+			return // the first Issued record stands
+		}
+		c.cmd, c.issued, c.span = e.Issued.Command, true, e.Trace
+		if c.attempt == NoAttempt && c.phase == phaseQueued {
+			// Nothing named the command before: it opens attempt 1.
+			c.phase, c.attempt, c.token = phaseIssued, FirstAttempt, e.Token
+		}
+	case EntryRedispatched:
+		c := f.get(e.Redispatched.CommandID, e)
+		c.redispatched(e.Redispatched.Attempt, e.Token)
+	case EntryOutcome:
+		c := f.get(e.Outcome.CommandID, e)
+		if c.recorded(*e.Outcome) {
+			if c.phase == phaseInDoubt && !c.issued {
 				c.attempt = max(c.attempt, e.Outcome.Attempt)
 			}
-		case EntryIntake:
-			if e.Intake.Topic == requests.Topic && e.Intake.Partition == requests.Partition {
-				st.intake = e.Intake.NextOffset
+			if c.phase == phaseTerminal {
+				c.outcomeAt = e.Offset
 			}
 		}
+	case EntryIntake:
+		if e.Intake.Topic == f.requests.Topic && e.Intake.Partition == f.requests.Partition {
+			f.st.intake = e.Intake.NextOffset
+		}
 	}
-	for _, c := range st.order {
+}
+
+// finish gives every command its settled channel and returns the state.
+func (f *folder) finish() recovered {
+	for _, c := range f.st.order {
 		c.settled = make(chan struct{})
 		if !c.phase.pending() {
 			close(c.settled)
 		}
 	}
-	return st
+	return f.st
 }
 
 // readLog reads the role's log partition, trying again after a failure
@@ -209,7 +326,7 @@ func (d *Dispatcher) redispatch(c *command, reason RedispatchReason) error {
 		return err
 	}
 	it.span = d.tel.startRecord(c.span, "dispatch.redispatch")
-	it.committed = func(token coordination.FencingToken) {
+	it.committed = func(token coordination.FencingToken, _ int64) {
 		c.resolving = false
 		was := c.phase
 		if !c.redispatched(attempt, token) {

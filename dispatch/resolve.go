@@ -91,6 +91,7 @@ func (d *Dispatcher) Resolve(ctx context.Context, id string, action ResolveActio
 		c, err = d.startResolve(id, action)
 		return err
 	})
+	err = d.compactResolveError(ctx, id, err)
 	if err != nil {
 		return Outcome{}, err
 	}

@@ -270,6 +270,7 @@ func dispatchOptions(c *config.Config, requests dispatch.RequestSource, tel *tel
 		dispatch.WithRequestsTopic(c.Topics.Requests, c.Topics.Partitions),
 		dispatch.WithRequestSource(requests),
 		dispatch.WithSafetyMargin(c.Dispatch.SafetyMargin),
+		dispatch.WithDedupWindow(c.Dispatch.DedupWindow),
 		dispatch.WithMeterProvider(tel.meters),
 		dispatch.WithTracerProvider(tel.tracers),
 		dispatch.WithLogger(logger),

@@ -44,6 +44,10 @@ const (
 	// clock skew between members and one device write.
 	DefaultSafetyMargin = dispatch.DefaultSafetyMargin
 
+	// DefaultDedupWindow is how long command IDs are deduplicated, counted
+	// from each command's SubmittedAt.
+	DefaultDedupWindow = dispatch.DefaultDedupWindow
+
 	// DefaultHealthInterval is the gap between two health checks of the
 	// devices.
 	DefaultHealthInterval = 10 * time.Second
@@ -309,6 +313,11 @@ type Dispatch struct {
 	// DefaultSafetyMargin when zero. It must stay below the lease duration.
 	SafetyMargin time.Duration `yaml:"safety_margin" json:"safety_margin"`
 
+	// DedupWindow is how long command IDs are deduplicated, counted from
+	// each command's SubmittedAt; a command submitted longer ago is refused.
+	// DefaultDedupWindow when zero. See dispatch.WithDedupWindow.
+	DedupWindow time.Duration `yaml:"dedup_window" json:"dedup_window"`
+
 	// ShutdownTimeout bounds how long a stopping dispatcher lets in-flight
 	// commands finish before it cancels them; DefaultShutdownTimeout when
 	// zero.
@@ -365,6 +374,7 @@ func (c *Config) Complete() {
 	setInt(&c.Topics.Partitions, DefaultLogPartitions)
 	setString(&c.HTTP.Listen, DefaultHTTPListen)
 	setDuration(&c.Dispatch.SafetyMargin, DefaultSafetyMargin)
+	setDuration(&c.Dispatch.DedupWindow, DefaultDedupWindow)
 	setDuration(&c.Dispatch.ShutdownTimeout, DefaultShutdownTimeout)
 	setDuration(&c.Dispatch.HealthInterval, DefaultHealthInterval)
 	setDuration(&c.Dispatch.HealthTimeout, DefaultHealthTimeout)

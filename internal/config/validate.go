@@ -217,6 +217,7 @@ func (d *Dispatch) validate(v *validator, lease time.Duration) {
 		v.add("dispatch.safety_margin", d.SafetyMargin.String(), "must be below lease.duration (%s), or the leader never dispatches", lease)
 	}
 	positive(v, "dispatch.shutdown_timeout", d.ShutdownTimeout)
+	positive(v, "dispatch.dedup_window", d.DedupWindow)
 	if positive(v, "dispatch.health_interval", d.HealthInterval) && positive(v, "dispatch.health_timeout", d.HealthTimeout) &&
 		d.HealthTimeout > d.HealthInterval {
 		v.add("dispatch.health_timeout", d.HealthTimeout.String(), "must not exceed dispatch.health_interval (%s)", d.HealthInterval)

@@ -1,0 +1,45 @@
+package dispatch
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"testing"
+)
+
+// FuzzAssembleCheckpoint checks that the checkpoint decoder never panics,
+// fails only with a *LogFormatError, and accepts only canonical bytes:
+// encoding what it decoded gives back the same bytes.
+func FuzzAssembleCheckpoint(f *testing.F) {
+	seedGolden(f, "checkpoint-", func(path string) {
+		data := readGolden(f, path)
+		f.Add(data)
+		f.Add(data[:len(data)/2])
+	})
+	f.Add([]byte{})
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x7f, 0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > MaxCheckpointPartLen {
+			return
+		}
+		cp, err := AssembleCheckpoint("plant-a", []CheckpointPart{{Parts: 1, Data: data}})
+		if err != nil {
+			var fe *LogFormatError
+			if !errors.As(err, &fe) {
+				t.Fatalf("error %v is not a *LogFormatError", err)
+			}
+			return
+		}
+		parts, err := EncodeCheckpoint("plant-a", 0, cp)
+		if err != nil {
+			t.Fatalf("decoded checkpoint %+v does not encode: %v", cp, err)
+		}
+		if len(parts) != 1 || !bytes.Equal(parts[0].Data, data) {
+			t.Fatalf("not canonical:\ndata  %x\nagain %x", data, parts[0].Data)
+		}
+		again, err := AssembleCheckpoint("plant-a", parts)
+		if err != nil || !reflect.DeepEqual(again, cp) {
+			t.Fatalf("second decode %+v, %v; want %+v", again, err, cp)
+		}
+	})
+}

@@ -1,0 +1,147 @@
+package dispatch
+
+import (
+	"context"
+	"time"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// checkpointProbe is how often an idle leader asks how far its log
+// partition moved since its last checkpoint: the records of other roles that
+// share the partition move it too, and a recovery reads back through them to
+// find the checkpoint.
+const checkpointProbe = 5 * time.Second
+
+// checkpointDivisor sets how often a large dedup window is checkpointed: a
+// checkpoint is due after the larger of the checkpoint interval and one
+// record for each checkpointDivisor compact IDs, so that the bytes written
+// for checkpoints stay a bounded share of the log however large the window.
+const checkpointDivisor = 16
+
+// probeLoop marks a checkpoint due when the log partition moved a checkpoint
+// interval past the last checkpoint, even while this role writes nothing.
+func (d *Dispatcher) probeLoop() {
+	tick := time.NewTicker(checkpointProbe)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case <-d.haltCtx.Done():
+			return
+		}
+		ctx, cancel := context.WithTimeout(d.haltCtx, DefaultKafkaRequestTimeout)
+		_, end, err := d.ranger.Bounds(ctx, d.logTP)
+		cancel()
+		if err != nil {
+			d.cfg.logger.Debug("dispatch: cannot read the end of the log partition", "partition", d.logTP, "err", err)
+			continue
+		}
+		d.mu.Lock()
+		if d.cpAt >= 0 && end-d.cpAt >= int64(d.cfg.checkpointInterval) && !d.cpDue {
+			d.cpDue = true
+			select {
+			case d.wake <- struct{}{}:
+			default:
+			}
+		}
+		d.mu.Unlock()
+	}
+}
+
+// checkpointDueLocked reports whether a checkpoint is due. The caller holds
+// d.mu.
+func (d *Dispatcher) checkpointDueLocked() bool {
+	if d.ranger == nil || d.halted {
+		return false
+	}
+	return d.cpDue || d.cpSince >= max(d.cfg.checkpointInterval, d.ids.len()/checkpointDivisor)
+}
+
+// maybeCheckpoint writes a checkpoint when one is due, in a transaction of
+// its own between two batches: the committer is the only writer of the log,
+// so the state it takes is exactly what the records before it committed.
+func (d *Dispatcher) maybeCheckpoint() {
+	d.mu.Lock()
+	now := d.now()
+	d.sweepLocked(now, false)
+	if !d.checkpointDueLocked() {
+		d.mu.Unlock()
+		return
+	}
+	d.sweepLocked(now, true)
+	cp, ids := d.snapshotLocked()
+	d.cpSeq++
+	seq := d.cpSeq
+	// Whatever happens to this one, the next is due only after another
+	// interval: a checkpoint that cannot be written must not stall intake.
+	d.cpDue, d.cpSince = false, 0
+	d.mu.Unlock()
+
+	sortByFirst(ids)
+	parts, err := encodeWindowCheckpoint(d.role, seq, cp, ids)
+	if err != nil {
+		d.cfg.logger.Error("dispatch: cannot encode a checkpoint; recovery reads further back until one is written", "err", err)
+		return
+	}
+	items := make([]*item, 0, len(parts))
+	for i := range parts {
+		it, err := d.newItem(Entry{Kind: EntryCheckpoint, Checkpoint: &parts[i]}, trace.SpanContext{})
+		if err != nil {
+			d.cfg.logger.Error("dispatch: cannot encode a checkpoint part", "err", err)
+			return
+		}
+		it.checkpoint = true
+		items = append(items, it)
+	}
+	items[len(items)-1].committed = func(_ coordination.FencingToken, offset int64) {
+		if offset >= 0 {
+			d.cpAt = offset
+		}
+	}
+	d.commit(items)
+}
+
+// snapshotLocked returns the committed state of the role: the commands
+// whose records committed, held whole, and a copy of the compact IDs. The
+// caller holds d.mu.
+func (d *Dispatcher) snapshotLocked() (Checkpoint, []compactID) {
+	cp := Checkpoint{
+		Window:          d.cfg.dedupWindow.Truncate(time.Millisecond),
+		IntakeTopic:     d.requestTP.Topic,
+		IntakePartition: d.requestTP.Partition,
+		IntakeNext:      d.intake,
+	}
+	if cp.Window <= 0 {
+		cp.Window = time.Millisecond
+	}
+	for _, c := range d.commands {
+		if c.phase == phaseQueued {
+			continue // its first record has not committed
+		}
+		cc := checkpointCommandOf(c, d.role, d.windowTime(c, d.now()))
+		cp.Commands = append(cp.Commands, cc)
+	}
+	return cp, d.ids.snapshot()
+}
+
+// checkpointCommandOf returns c, whose first record committed, as a
+// checkpoint holds it whole; at is when it entered the dedup window.
+func checkpointCommandOf(c *command, role string, at time.Time) CheckpointCommand {
+	cc := CheckpointCommand{Issued: c.issued, Attempt: c.attempt, Token: c.token, First: max(c.first, -1)}
+	if c.issued {
+		cc.Command = c.cmd
+	} else {
+		cc.Command = Command{ID: c.cmd.ID, Role: role, SubmittedAt: at}
+	}
+	if _, err := coordination.NewFencingToken(cc.Token.ProducerID(), cc.Token.ProducerEpoch()); err != nil {
+		cc.Token = standInToken()
+	}
+	if c.phase == phaseIssued || c.phase == phaseQueued {
+		cc.Status = StatusPending
+	} else {
+		cc.Status, cc.Outcome = c.outcome.Status, c.outcome
+	}
+	return cc
+}

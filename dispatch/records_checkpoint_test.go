@@ -1,0 +1,157 @@
+package dispatch
+
+import (
+	"errors"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// goldenCheckpoint is the checkpoint whose encoding testdata/ holds: one
+// command of each state a checkpoint holds whole, and two compact IDs.
+func goldenCheckpoint(t testing.TB) Checkpoint {
+	tok := mustToken(t, 4001, 7)
+	pending := sampleCommand()
+	inDoubt := sampleCommand()
+	inDoubt.ID, inDoubt.Payload, inDoubt.Attributes = "cmd-0003", nil, nil
+	return Checkpoint{
+		Window:          DefaultDedupWindow,
+		IntakeTopic:     DefaultRequestsTopic,
+		IntakePartition: 12,
+		IntakeNext:      164,
+		Commands: []CheckpointCommand{
+			{Command: pending, Issued: true, Status: StatusPending, Attempt: FirstAttempt, Token: tok, First: 90},
+			{Command: inDoubt, Issued: true, Status: StatusInDoubt, Attempt: 2, Token: tok, First: 95,
+				Outcome: Outcome{CommandID: "cmd-0003", Status: StatusInDoubt, Attempt: 2, Reason: "timeout"}},
+			{Command: Command{ID: "cmd-0002", Role: "plant-a", SubmittedAt: at}, Status: StatusRejected, Token: tok, First: 99,
+				Outcome: Outcome{CommandID: "cmd-0002", Status: StatusRejected, Attempt: NoAttempt, Reason: "invalid"}},
+		},
+		IDs: []CheckpointID{
+			{Hash: IDHash("cmd-0000"), First: 10, Outcome: 12, SubmittedAt: at},
+			{Hash: IDHash("cmd-0001"), First: 40, Outcome: 40, SubmittedAt: at.Add(-time.Second)},
+		},
+	}
+}
+
+func goldenCheckpointData(t testing.TB) []byte {
+	parts, err := EncodeCheckpoint("plant-a", 3, goldenCheckpoint(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(parts) != 1 {
+		t.Fatalf("the golden checkpoint takes %d parts, want 1", len(parts))
+	}
+	return parts[0].Data
+}
+
+func TestCheckpointGolden(t *testing.T) {
+	data := goldenCheckpointData(t)
+	golden(t, "checkpoint-state", data)
+	cp, err := AssembleCheckpoint("plant-a", []CheckpointPart{{Sequence: 3, Parts: 1, Data: readGolden(t, "testdata/checkpoint-state.hex")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := goldenCheckpoint(t); !reflect.DeepEqual(cp, want) {
+		t.Fatalf("the golden checkpoint decodes as\n%+v\nwant\n%+v", cp, want)
+	}
+}
+
+func TestCheckpointRoundTrip(t *testing.T) {
+	want := goldenCheckpoint(t)
+	parts, err := EncodeCheckpoint("plant-a", 9, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range parts {
+		key, value, err := EncodeEntry(Entry{Kind: EntryCheckpoint, Role: "plant-a", Token: mustToken(t, 1, 1), Member: "node-1", At: at, Checkpoint: &p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := DecodeEntry(key, value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(*e.Checkpoint, p) {
+			t.Fatalf("part %d decodes as %+v", p.Part, *e.Checkpoint)
+		}
+	}
+	got, err := AssembleCheckpoint("plant-a", parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("round trip gives\n%+v\nwant\n%+v", got, want)
+	}
+	// The role is part of the checks: another role's reader refuses the
+	// commands.
+	if _, err := AssembleCheckpoint("plant-b", parts); err == nil {
+		t.Fatal("a checkpoint of plant-a assembled for plant-b")
+	}
+	// A state the decoder would refuse does not encode.
+	bad := want
+	bad.IDs = append([]CheckpointID(nil), want.IDs...)
+	bad.IDs[1].Hash = bad.IDs[0].Hash
+	if _, err := EncodeCheckpoint("plant-a", 1, bad); err == nil {
+		t.Fatal("a checkpoint with a hash held twice encoded")
+	}
+}
+
+// TestCheckpointParts checks a checkpoint of a million compact IDs: it is
+// split into parts that each fit a Kafka record, the parts assemble in any
+// order, and a reader that misses a part, or mixes two checkpoints, knows.
+func TestCheckpointParts(t *testing.T) {
+	const n = 1_000_000
+	cp := Checkpoint{Window: time.Hour}
+	r := rand.New(rand.NewPCG(1, 2))
+	off := int64(0)
+	for i := range n {
+		off += 1 + int64(r.IntN(3))
+		cp.IDs = append(cp.IDs, CheckpointID{Hash: r.Uint64(), First: off, Outcome: off + int64(r.IntN(50)), SubmittedAt: at.Add(time.Duration(i) * time.Millisecond)})
+	}
+	parts, err := EncodeCheckpoint("plant-a", 5, cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(parts) < 2 {
+		t.Fatalf("a million IDs take %d part", len(parts))
+	}
+	size := 0
+	for _, p := range parts {
+		size += len(p.Data)
+		key, value, err := EncodeEntry(Entry{Kind: EntryCheckpoint, Role: "plant-a", Token: mustToken(t, 1, 1), Member: "node-1", At: at, Checkpoint: &p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(key)+len(value) > 1<<20-1024 {
+			t.Fatalf("part %d is %d bytes, too close to Kafka's 1 MiB", p.Part, len(key)+len(value))
+		}
+	}
+	t.Logf("a million compact IDs: %d bytes in %d parts", size, len(parts))
+	if size > 16*n {
+		t.Errorf("a million compact IDs take %d bytes, above 16 a piece", size)
+	}
+	shuffled := append([]CheckpointPart(nil), parts...)
+	r.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	got, err := AssembleCheckpoint("plant-a", shuffled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, cp) {
+		t.Fatal("the shuffled parts assemble into another checkpoint")
+	}
+	var fe *LogFormatError
+	if _, err := AssembleCheckpoint("plant-a", parts[1:]); !errors.As(err, &fe) {
+		t.Fatalf("a checkpoint missing its first part: %v, want a *LogFormatError", err)
+	}
+	mixed := append([]CheckpointPart(nil), parts...)
+	mixed[1].Sequence = 6
+	if _, err := AssembleCheckpoint("plant-a", mixed); !errors.As(err, &fe) {
+		t.Fatalf("parts of two checkpoints: %v, want a *LogFormatError", err)
+	}
+	twice := append([]CheckpointPart(nil), parts...)
+	twice[1] = twice[0]
+	if _, err := AssembleCheckpoint("plant-a", twice); !errors.As(err, &fe) {
+		t.Fatalf("a part given twice: %v, want a *LogFormatError", err)
+	}
+}
