@@ -365,8 +365,9 @@ func (d *Dispatcher) settle(c *command, o Outcome, offset int64) {
 
 // commitLoop runs one transaction at a time, each with every record that
 // queued while the one before was in flight, up to the batch bounds. It
-// starts the next transaction as soon as the one before committed, unless
-// the first record queued less than the commit linger ago (see lingerFor).
+// starts the next transaction the commit gap after the one before ended,
+// or later when the first record queued less than the commit linger ago
+// (see lingerFor).
 //
 // Between two batches it writes a checkpoint when one is due (see
 // maybeCheckpoint).
@@ -444,20 +445,29 @@ func (d *Dispatcher) takeBatch() []*item {
 	return batch
 }
 
-// lingerFor returns how much longer the queued records wait for more to join
-// their transaction: the commit linger after the first of them queued, and
-// nothing once the batch is full or no submitter can add to it. The caller
-// holds d.mu, and the queue is not empty.
+// lingerFor returns how much longer the queued records wait before their
+// transaction starts: the later of the commit linger after the first of them
+// queued and the commit gap after the last transaction ended. The linger
+// ends once the batch is full; neither holds while the queue is at its
+// bound, where submitters wait for room. The caller holds d.mu, and the
+// queue is not empty.
 func (d *Dispatcher) lingerFor() time.Duration {
-	if d.cfg.commitLinger <= 0 || d.queued >= d.cfg.maxQueued {
+	if d.queued >= d.cfg.maxQueued {
 		return 0
+	}
+	var gap time.Duration
+	if d.cfg.commitGap > 0 && !d.committedAt.IsZero() {
+		gap = d.cfg.commitGap - time.Since(d.committedAt)
+	}
+	if d.cfg.commitLinger <= 0 || d.since.IsZero() {
+		return gap
 	}
 	wait := d.cfg.commitLinger - time.Since(d.since)
-	if wait <= 0 {
-		return 0
+	if wait <= gap {
+		return gap
 	}
 	if n, records, bytes := d.batchSize(); n < len(d.queue) || records >= d.cfg.maxBatchRecords || bytes >= d.cfg.maxBatchBytes {
-		return 0
+		return gap
 	}
 	return wait
 }
@@ -578,7 +588,8 @@ func (d *Dispatcher) commit(batch []*item) {
 			return
 		}
 	}
-	d.tel.commitLatency(time.Since(start))
+	d.committedAt = time.Now()
+	d.tel.commitLatency(d.committedAt.Sub(start))
 	d.endSpans(batch, nil)
 
 	d.mu.Lock()
