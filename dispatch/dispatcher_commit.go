@@ -49,6 +49,12 @@ type item struct {
 
 	// span ends when the record commits.
 	span trace.Span
+
+	// kind, commandID and outcome describe the record to the
+	// WithOnCommitted callback; outcome is set for an Outcome record alone.
+	kind      EntryKind
+	commandID string
+	outcome   *Outcome
 }
 
 // valueTokenOffset is where the producer id starts in an entry value: after
@@ -80,7 +86,16 @@ func (d *Dispatcher) newItem(e Entry, span trace.SpanContext) (*item, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &item{key: key, value: value, headers: traceHeaders(span)}, nil
+	it := &item{key: key, value: value, headers: traceHeaders(span), kind: e.Kind}
+	switch {
+	case e.Issued != nil:
+		it.commandID = e.Issued.Command.ID
+	case e.Redispatched != nil:
+		it.commandID = e.Redispatched.CommandID
+	case e.Outcome != nil:
+		it.commandID, it.outcome = e.Outcome.CommandID, e.Outcome
+	}
+	return it, nil
 }
 
 // enqueue appends items to the queue and wakes the committer. The caller
@@ -592,9 +607,10 @@ func (d *Dispatcher) commit(batch []*item) {
 	d.tel.commitLatency(d.committedAt.Sub(start))
 	d.endSpans(batch, nil)
 
+	var done []CommittedRecord
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if d.halted {
+		d.mu.Unlock()
 		return
 	}
 	for i, it := range batch {
@@ -608,10 +624,17 @@ func (d *Dispatcher) commit(batch []*item) {
 		if it.key != nil && !it.checkpoint {
 			d.cpSince++
 		}
+		if d.cfg.onCommitted != nil && it.commandID != "" {
+			done = append(done, CommittedRecord{Kind: it.kind, CommandID: it.commandID, Outcome: it.outcome, Offset: offset, Token: token})
+		}
 	}
 	if hasIntake {
 		d.intake = intakeNext
 		d.tel.intakeCommitted(intakeNext)
+	}
+	d.mu.Unlock()
+	if len(done) > 0 {
+		d.cfg.onCommitted(done)
 	}
 }
 

@@ -141,6 +141,7 @@ type config struct {
 	maxBatchBytes      int
 	commitLinger       time.Duration
 	commitGap          time.Duration
+	onCommitted        func([]CommittedRecord)
 	maxQueued          int
 	maxParallelDevices int
 	maxAttempts        int
@@ -302,6 +303,42 @@ func WithCommitGap(d time.Duration) Option {
 			return fmt.Errorf("dispatch: commit gap %v is negative", d)
 		}
 		c.commitGap = d
+		return nil
+	}
+}
+
+// CommittedRecord is a record of a command that a transaction of the
+// command log committed, as [WithOnCommitted] reports it.
+type CommittedRecord struct {
+	// Kind is EntryIssued, EntryRedispatched or EntryOutcome.
+	Kind EntryKind
+
+	// CommandID names the command.
+	CommandID string
+
+	// Outcome is the outcome an EntryOutcome record holds, and nil for
+	// the other kinds. The callback must not change it.
+	Outcome *Outcome
+
+	// Offset is the record's offset in the log partition, or -1 when the
+	// writer cannot tell.
+	Offset int64
+
+	// Token is the fencing token of the transaction that wrote the record.
+	Token coordination.FencingToken
+}
+
+// WithOnCommitted sets a function that the dispatcher calls once for each
+// transaction of the command log that commits, with the Issued,
+// Redispatched and Outcome records it held, in log order, after their
+// effects applied: a command whose Outcome record is reported is settled.
+// Intake and checkpoint records are not reported, and a transaction with
+// none of the three kinds makes no call. The function runs on the commit
+// loop, which starts no transaction until it returns; it must be quick and
+// must not call the dispatcher back. By default no function is called.
+func WithOnCommitted(f func([]CommittedRecord)) Option {
+	return func(c *config) error {
+		c.onCommitted = f
 		return nil
 	}
 }
