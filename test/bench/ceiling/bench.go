@@ -22,6 +22,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
 )
 
 // Defaults of a Config.
@@ -188,4 +190,10 @@ func topicSet(ctx context.Context, brokers []string, prefix string) (log, reques
 		cl.Close()
 	}
 	return log, requests, drop, nil
+}
+
+// benchLease is the lease of the dispatcher side; its duration is the
+// transaction timeout of both sides.
+func benchLease() (coordination.LeaseConfig, error) {
+	return coordination.NewLeaseConfig(10*time.Second, 3*time.Second, time.Second)
 }

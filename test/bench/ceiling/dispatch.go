@@ -70,7 +70,7 @@ func runDispatcher(ctx context.Context, cfg Config) (Side, error) {
 		return Side{}, err
 	}
 	defer drop()
-	lease, err := coordination.NewLeaseConfig(10*time.Second, 3*time.Second, time.Second)
+	lease, err := benchLease()
 	if err != nil {
 		return Side{}, err
 	}

@@ -28,13 +28,18 @@ func runRaw(ctx context.Context, cfg Config) (Side, error) {
 		return Side{}, err
 	}
 	defer drop()
-	client, err := kgo.NewClient(
-		kgo.SeedBrokers(cfg.Brokers...),
-		kgo.TransactionalID(logTopic),
-		kgo.TransactionTimeout(10*time.Second),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-	)
+	// The producer takes the options that the dispatcher's transport gives
+	// the producer of a role, so the two sides cannot drift apart.
+	lease, err := benchLease()
+	if err != nil {
+		return Side{}, err
+	}
+	transport, err := coordination.NewKafkaTransport(lease, cfg.Brokers...)
+	if err != nil {
+		return Side{}, err
+	}
+	defer transport.Close()
+	client, err := kgo.NewClient(transport.ProducerOptions(logTopic)...)
 	if err != nil {
 		return Side{}, err
 	}
