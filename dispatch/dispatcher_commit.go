@@ -149,8 +149,11 @@ func (d *Dispatcher) waitRoom(ctx context.Context) error {
 // settled, or another one, and accept goes on as for a new ID.
 func (d *Dispatcher) accept(ctx context.Context, cmd Command, span trace.SpanContext, mark *item) (*command, error) {
 	other := int64(-1) // the First of a compact ID found to hold another ID
+	// The Issued record is encoded before d.mu is taken, and dropped when
+	// the ID turns out to be known.
+	issued, encErr := d.newItem(Entry{Kind: EntryIssued, Issued: &Issued{Command: cmd}}, span)
 	for {
-		c, hit, err := d.acceptHeld(ctx, cmd, span, mark, other)
+		c, hit, err := d.acceptHeld(ctx, cmd, span, mark, other, issued, encErr)
 		if hit == nil || err != nil {
 			return c, err
 		}
@@ -183,7 +186,7 @@ func (d *Dispatcher) accept(ctx context.Context, cmd Command, span trace.SpanCon
 // acceptHeld is accept under d.mu. It returns the compact ID that holds the
 // hash of cmd's ID, unless its First is other, for the caller to check
 // without d.mu.
-func (d *Dispatcher) acceptHeld(ctx context.Context, cmd Command, span trace.SpanContext, mark *item, other int64) (*command, *CheckpointID, error) {
+func (d *Dispatcher) acceptHeld(ctx context.Context, cmd Command, span trace.SpanContext, mark *item, other int64, issued *item, encErr error) (*command, *CheckpointID, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.waitRoom(ctx); err != nil {
@@ -208,7 +211,10 @@ func (d *Dispatcher) acceptHeld(ctx context.Context, cmd Command, span trace.Spa
 		c, err := d.rejectOutside(cmd, err, mark)
 		return c, nil, err
 	}
-	c, err := d.acceptNew(cmd, span, mark)
+	if encErr != nil {
+		return nil, nil, encErr
+	}
+	c, err := d.acceptNew(cmd, span, mark, issued)
 	return c, nil, err
 }
 
@@ -229,12 +235,9 @@ func (d *Dispatcher) rejectOutside(cmd Command, reason error, mark *item) (*comm
 	return c, nil
 }
 
-// acceptNew registers cmd under a new ID. The caller holds d.mu.
-func (d *Dispatcher) acceptNew(cmd Command, span trace.SpanContext, mark *item) (*command, error) {
-	issued, err := d.newItem(Entry{Kind: EntryIssued, Issued: &Issued{Command: cmd}}, span)
-	if err != nil {
-		return nil, err
-	}
+// acceptNew registers cmd under a new ID, with issued, its encoded Issued
+// record. The caller holds d.mu.
+func (d *Dispatcher) acceptNew(cmd Command, span trace.SpanContext, mark *item, issued *item) (*command, error) {
 	c := &command{cmd: cmd, issued: true, phase: phaseQueued, attempt: FirstAttempt, settled: make(chan struct{}), span: span, issuedAt: time.Now(),
 		first: -1, outcomeAt: -1}
 
@@ -287,9 +290,30 @@ var errSettled = errors.New("dispatch: the command is settled; no outcome may fo
 // outcomeItem builds the record of o for c; it settles c when it commits. It
 // refuses a command that is settled already. The caller holds d.mu.
 func (d *Dispatcher) outcomeItem(c *command, o Outcome) (*item, error) {
-	if c.phase == phaseTerminal {
-		return nil, fmt.Errorf("dispatch: outcome %s of command %q: %w", o.Status, c.cmd.ID, errSettled)
+	if err := settledErr(c, o); err != nil {
+		return nil, err
 	}
+	it, err := d.encodeOutcome(c, o)
+	if err != nil {
+		return nil, err
+	}
+	it.span = d.tel.startRecord(c.span, "dispatch.outcome")
+	return it, nil
+}
+
+// settledErr refuses an outcome of a command that a terminal outcome
+// settled. The caller holds d.mu.
+func settledErr(c *command, o Outcome) error {
+	if c.phase == phaseTerminal {
+		return fmt.Errorf("dispatch: outcome %s of command %q: %w", o.Status, c.cmd.ID, errSettled)
+	}
+	return nil
+}
+
+// encodeOutcome builds the record of o for c, whatever c's phase; it
+// settles c when it commits. It reads only what never changes in c, so the
+// caller need not hold d.mu.
+func (d *Dispatcher) encodeOutcome(c *command, o Outcome) (*item, error) {
 	o.CommandID = c.cmd.ID
 	o.Reason = clipText(o.Reason, MaxReasonLen)
 	o.Result.Detail = clipText(o.Result.Detail, MaxDetailLen)
@@ -300,25 +324,28 @@ func (d *Dispatcher) outcomeItem(c *command, o Outcome) (*item, error) {
 	if err != nil {
 		return nil, err
 	}
-	it.span = d.tel.startRecord(c.span, "dispatch.outcome")
 	it.committed = func(_ coordination.FencingToken, offset int64) { d.settle(c, o, offset) }
 	return it, nil
 }
 
 // record queues the outcome o of c. It reports false when the dispatcher
 // halted, or the outcome could not be encoded, which leaves c pending for
-// the next leader.
+// the next leader. The record is encoded before d.mu is taken.
 func (d *Dispatcher) record(c *command, o Outcome) bool {
+	it, err := d.encodeOutcome(c, o)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.halted {
 		return false
 	}
-	it, err := d.outcomeItem(c, o)
+	if err == nil {
+		err = settledErr(c, o)
+	}
 	if err != nil {
 		d.cfg.logger.Error("dispatch: cannot encode an outcome", "command", c.cmd.ID, "err", err)
 		return false
 	}
+	it.span = d.tel.startRecord(c.span, "dispatch.outcome")
 	d.enqueue(it)
 	return true
 }
