@@ -257,6 +257,20 @@ func checkClientOpts(cl *kgo.Client) error {
 	return nil
 }
 
+// ProducerOptions returns the franz-go options of the transactional producer
+// that AcquireEpoch opens for the role whose transactional id is
+// transactionalID: the transport's defaults, the caller's options, the ones
+// the transport's rules require, the transactional id and, as the
+// transaction timeout, the lease duration. A benchmark builds a plain
+// producer from them to compare like with like; the result is a new slice
+// on every call.
+func (t *KafkaTransport) ProducerOptions(transactionalID string) []kgo.Opt {
+	return t.clientOpts(
+		kgo.TransactionalID(transactionalID),
+		kgo.TransactionTimeout(t.lease.duration),
+	)
+}
+
 // clientOpts returns the options of a client: the transport's defaults,
 // then the caller's, then the ones the transport's rules require.
 func (t *KafkaTransport) clientOpts(extra ...kgo.Opt) []kgo.Opt {

@@ -126,10 +126,7 @@ func (t *KafkaTransport) AcquireEpoch(ctx context.Context, role Role) (FencingTo
 		old.end(fmt.Errorf("coordination: role %s: a later AcquireEpoch in this process took the role: %w", role, ErrFenced))
 	}
 
-	client, err := kgo.NewClient(t.clientOpts(
-		kgo.TransactionalID(role.name),
-		kgo.TransactionTimeout(t.lease.duration),
-	)...)
+	client, err := kgo.NewClient(t.ProducerOptions(role.name)...)
 	if err != nil {
 		return NoEpoch, fmt.Errorf("coordination: acquire epoch of role %s: %w", role, err)
 	}

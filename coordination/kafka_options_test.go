@@ -2,6 +2,7 @@ package coordination_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -49,4 +50,39 @@ func TestNewKafkaTransportChecks(t *testing.T) {
 	}
 	tr.Close()
 	tr.Close()
+}
+
+// TestKafkaProducerOptions: the options a role's producer gets carry the
+// transactional id, the lease as transaction timeout, acks=all and the
+// caller's options, so a client built from them is that producer's twin.
+func TestKafkaProducerOptions(t *testing.T) {
+	lease, err := coordination.NewLeaseConfig(7*time.Second, 2*time.Second, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := coordination.NewKafkaTransportWithClientOptions(lease, kgo.SeedBrokers("127.0.0.1:1"), kgo.ClientID("mine"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	cl, err := kgo.NewClient(tr.ProducerOptions("role-a")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if got, _ := cl.OptValue(kgo.TransactionalID).(string); got != "role-a" {
+		t.Errorf("transactional id %q, want role-a", got)
+	}
+	if got, _ := cl.OptValue(kgo.TransactionTimeout).(time.Duration); got != 7*time.Second {
+		t.Errorf("transaction timeout %v, want the lease duration 7s", got)
+	}
+	if got, _ := cl.OptValue(kgo.ClientID).(string); got != "mine" {
+		t.Errorf("client id %q, want the caller's", got)
+	}
+	if got, _ := cl.OptValue(kgo.MetadataMinAge).(time.Duration); got != coordination.DefaultKafkaMetadataMinAge {
+		t.Errorf("metadata min age %v, want %v", got, coordination.DefaultKafkaMetadataMinAge)
+	}
+	if got, _ := cl.OptValue(kgo.RequiredAcks).(kgo.Acks); got != kgo.AllISRAcks() {
+		t.Errorf("acks %v, want all", got)
+	}
 }

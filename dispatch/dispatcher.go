@@ -101,10 +101,14 @@ type Dispatcher struct {
 	queue    []*item   // records waiting for a transaction
 	queued   int       // command records in queue, bounded by maxQueued
 	since    time.Time // when the first record of queue queued
-	wake     chan struct{}
-	room     chan struct{} // closed and replaced when the queue shrinks
-	lanes    map[string]*lane
-	intake   int64 // next offset of the requests partition, recovered or committed
+
+	// committedAt is when the last transaction of the command log ended;
+	// only the commit loop touches it.
+	committedAt time.Time
+	wake        chan struct{}
+	room        chan struct{} // closed and replaced when the queue shrinks
+	lanes       map[string]*lane
+	intake      int64 // next offset of the requests partition, recovered or committed
 
 	// ranger is the log reader's LogRangeReader, or nil; with it settled
 	// commands are held as compact IDs in ids, and checkpoints are written.

@@ -49,6 +49,12 @@ type item struct {
 
 	// span ends when the record commits.
 	span trace.Span
+
+	// kind, commandID and outcome describe the record to the
+	// WithOnCommitted callback; outcome is set for an Outcome record alone.
+	kind      EntryKind
+	commandID string
+	outcome   *Outcome
 }
 
 // valueTokenOffset is where the producer id starts in an entry value: after
@@ -80,7 +86,16 @@ func (d *Dispatcher) newItem(e Entry, span trace.SpanContext) (*item, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &item{key: key, value: value, headers: traceHeaders(span)}, nil
+	it := &item{key: key, value: value, headers: traceHeaders(span), kind: e.Kind}
+	switch {
+	case e.Issued != nil:
+		it.commandID = e.Issued.Command.ID
+	case e.Redispatched != nil:
+		it.commandID = e.Redispatched.CommandID
+	case e.Outcome != nil:
+		it.commandID, it.outcome = e.Outcome.CommandID, e.Outcome
+	}
+	return it, nil
 }
 
 // enqueue appends items to the queue and wakes the committer. The caller
@@ -134,8 +149,11 @@ func (d *Dispatcher) waitRoom(ctx context.Context) error {
 // settled, or another one, and accept goes on as for a new ID.
 func (d *Dispatcher) accept(ctx context.Context, cmd Command, span trace.SpanContext, mark *item) (*command, error) {
 	other := int64(-1) // the First of a compact ID found to hold another ID
+	// The Issued record is encoded before d.mu is taken, and dropped when
+	// the ID turns out to be known.
+	issued, encErr := d.newItem(Entry{Kind: EntryIssued, Issued: &Issued{Command: cmd}}, span)
 	for {
-		c, hit, err := d.acceptHeld(ctx, cmd, span, mark, other)
+		c, hit, err := d.acceptHeld(ctx, cmd, span, mark, other, issued, encErr)
 		if hit == nil || err != nil {
 			return c, err
 		}
@@ -168,7 +186,7 @@ func (d *Dispatcher) accept(ctx context.Context, cmd Command, span trace.SpanCon
 // acceptHeld is accept under d.mu. It returns the compact ID that holds the
 // hash of cmd's ID, unless its First is other, for the caller to check
 // without d.mu.
-func (d *Dispatcher) acceptHeld(ctx context.Context, cmd Command, span trace.SpanContext, mark *item, other int64) (*command, *CheckpointID, error) {
+func (d *Dispatcher) acceptHeld(ctx context.Context, cmd Command, span trace.SpanContext, mark *item, other int64, issued *item, encErr error) (*command, *CheckpointID, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.waitRoom(ctx); err != nil {
@@ -193,7 +211,10 @@ func (d *Dispatcher) acceptHeld(ctx context.Context, cmd Command, span trace.Spa
 		c, err := d.rejectOutside(cmd, err, mark)
 		return c, nil, err
 	}
-	c, err := d.acceptNew(cmd, span, mark)
+	if encErr != nil {
+		return nil, nil, encErr
+	}
+	c, err := d.acceptNew(cmd, span, mark, issued)
 	return c, nil, err
 }
 
@@ -214,12 +235,9 @@ func (d *Dispatcher) rejectOutside(cmd Command, reason error, mark *item) (*comm
 	return c, nil
 }
 
-// acceptNew registers cmd under a new ID. The caller holds d.mu.
-func (d *Dispatcher) acceptNew(cmd Command, span trace.SpanContext, mark *item) (*command, error) {
-	issued, err := d.newItem(Entry{Kind: EntryIssued, Issued: &Issued{Command: cmd}}, span)
-	if err != nil {
-		return nil, err
-	}
+// acceptNew registers cmd under a new ID, with issued, its encoded Issued
+// record. The caller holds d.mu.
+func (d *Dispatcher) acceptNew(cmd Command, span trace.SpanContext, mark *item, issued *item) (*command, error) {
 	c := &command{cmd: cmd, issued: true, phase: phaseQueued, attempt: FirstAttempt, settled: make(chan struct{}), span: span, issuedAt: time.Now(),
 		first: -1, outcomeAt: -1}
 
@@ -272,9 +290,30 @@ var errSettled = errors.New("dispatch: the command is settled; no outcome may fo
 // outcomeItem builds the record of o for c; it settles c when it commits. It
 // refuses a command that is settled already. The caller holds d.mu.
 func (d *Dispatcher) outcomeItem(c *command, o Outcome) (*item, error) {
-	if c.phase == phaseTerminal {
-		return nil, fmt.Errorf("dispatch: outcome %s of command %q: %w", o.Status, c.cmd.ID, errSettled)
+	if err := settledErr(c, o); err != nil {
+		return nil, err
 	}
+	it, err := d.encodeOutcome(c, o)
+	if err != nil {
+		return nil, err
+	}
+	it.span = d.tel.startRecord(c.span, "dispatch.outcome")
+	return it, nil
+}
+
+// settledErr refuses an outcome of a command that a terminal outcome
+// settled. The caller holds d.mu.
+func settledErr(c *command, o Outcome) error {
+	if c.phase == phaseTerminal {
+		return fmt.Errorf("dispatch: outcome %s of command %q: %w", o.Status, c.cmd.ID, errSettled)
+	}
+	return nil
+}
+
+// encodeOutcome builds the record of o for c, whatever c's phase; it
+// settles c when it commits. It reads only what never changes in c, so the
+// caller need not hold d.mu.
+func (d *Dispatcher) encodeOutcome(c *command, o Outcome) (*item, error) {
 	o.CommandID = c.cmd.ID
 	o.Reason = clipText(o.Reason, MaxReasonLen)
 	o.Result.Detail = clipText(o.Result.Detail, MaxDetailLen)
@@ -285,25 +324,28 @@ func (d *Dispatcher) outcomeItem(c *command, o Outcome) (*item, error) {
 	if err != nil {
 		return nil, err
 	}
-	it.span = d.tel.startRecord(c.span, "dispatch.outcome")
 	it.committed = func(_ coordination.FencingToken, offset int64) { d.settle(c, o, offset) }
 	return it, nil
 }
 
 // record queues the outcome o of c. It reports false when the dispatcher
 // halted, or the outcome could not be encoded, which leaves c pending for
-// the next leader.
+// the next leader. The record is encoded before d.mu is taken.
 func (d *Dispatcher) record(c *command, o Outcome) bool {
+	it, err := d.encodeOutcome(c, o)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.halted {
 		return false
 	}
-	it, err := d.outcomeItem(c, o)
+	if err == nil {
+		err = settledErr(c, o)
+	}
 	if err != nil {
 		d.cfg.logger.Error("dispatch: cannot encode an outcome", "command", c.cmd.ID, "err", err)
 		return false
 	}
+	it.span = d.tel.startRecord(c.span, "dispatch.outcome")
 	d.enqueue(it)
 	return true
 }
@@ -365,8 +407,9 @@ func (d *Dispatcher) settle(c *command, o Outcome, offset int64) {
 
 // commitLoop runs one transaction at a time, each with every record that
 // queued while the one before was in flight, up to the batch bounds. It
-// starts the next transaction as soon as the one before committed, unless
-// the first record queued less than the commit linger ago (see lingerFor).
+// starts the next transaction the commit gap after the one before ended,
+// or later when the first record queued less than the commit linger ago
+// (see lingerFor).
 //
 // Between two batches it writes a checkpoint when one is due (see
 // maybeCheckpoint).
@@ -444,20 +487,29 @@ func (d *Dispatcher) takeBatch() []*item {
 	return batch
 }
 
-// lingerFor returns how much longer the queued records wait for more to join
-// their transaction: the commit linger after the first of them queued, and
-// nothing once the batch is full or no submitter can add to it. The caller
-// holds d.mu, and the queue is not empty.
+// lingerFor returns how much longer the queued records wait before their
+// transaction starts: the later of the commit linger after the first of them
+// queued and the commit gap after the last transaction ended. The linger
+// ends once the batch is full; neither holds while the queue is at its
+// bound, where submitters wait for room. The caller holds d.mu, and the
+// queue is not empty.
 func (d *Dispatcher) lingerFor() time.Duration {
-	if d.cfg.commitLinger <= 0 || d.queued >= d.cfg.maxQueued {
+	if d.queued >= d.cfg.maxQueued {
 		return 0
+	}
+	var gap time.Duration
+	if d.cfg.commitGap > 0 && !d.committedAt.IsZero() {
+		gap = d.cfg.commitGap - time.Since(d.committedAt)
+	}
+	if d.cfg.commitLinger <= 0 || d.since.IsZero() {
+		return gap
 	}
 	wait := d.cfg.commitLinger - time.Since(d.since)
-	if wait <= 0 {
-		return 0
+	if wait <= gap {
+		return gap
 	}
 	if n, records, bytes := d.batchSize(); n < len(d.queue) || records >= d.cfg.maxBatchRecords || bytes >= d.cfg.maxBatchBytes {
-		return 0
+		return gap
 	}
 	return wait
 }
@@ -578,12 +630,14 @@ func (d *Dispatcher) commit(batch []*item) {
 			return
 		}
 	}
-	d.tel.commitLatency(time.Since(start))
+	d.committedAt = time.Now()
+	d.tel.commitLatency(d.committedAt.Sub(start))
 	d.endSpans(batch, nil)
 
+	var done []CommittedRecord
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if d.halted {
+		d.mu.Unlock()
 		return
 	}
 	for i, it := range batch {
@@ -597,10 +651,17 @@ func (d *Dispatcher) commit(batch []*item) {
 		if it.key != nil && !it.checkpoint {
 			d.cpSince++
 		}
+		if d.cfg.onCommitted != nil && it.commandID != "" {
+			done = append(done, CommittedRecord{Kind: it.kind, CommandID: it.commandID, Outcome: it.outcome, Offset: offset, Token: token})
+		}
 	}
 	if hasIntake {
 		d.intake = intakeNext
 		d.tel.intakeCommitted(intakeNext)
+	}
+	d.mu.Unlock()
+	if len(done) > 0 {
+		d.cfg.onCommitted(done)
 	}
 }
 

@@ -46,7 +46,10 @@
 //     records, outcomes, Redispatched records, and one intake record that
 //     covers the requests the transaction answers. Each record carries the
 //     token of the transaction that writes it, in its value and its headers,
-//     with the member and the W3C trace context.
+//     with the member and the W3C trace context. The next transaction
+//     starts no sooner than [WithCommitGap] after the one before ended,
+//     while the broker writes that one's commit markers, unless the queue
+//     is full.
 //  4. Dispatch. Only a command whose Issued (or Redispatched) record
 //     committed is dispatched, and the device receives the token that record
 //     was written under. One device's commands go in log order, one at a

@@ -58,7 +58,7 @@ func newAgingHarness(t *testing.T, devices map[string]Device, lease time.Duratio
 	t.Helper()
 	h := newHarness(t, nil, devices)
 	aging := newAgingLeader(h.leader, lease)
-	options = append([]Option{WithCommitLinger(0)}, options...)
+	options = append([]Option{WithCommitLinger(0), WithCommitGap(0)}, options...)
 	d, err := NewDispatcher(aging, h.registry, h.log, options...)
 	if err != nil {
 		t.Fatal(err)

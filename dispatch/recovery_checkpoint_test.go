@@ -93,7 +93,7 @@ func startLeader(t *testing.T, log *leaderLog, reader LogReader, epoch int16, de
 		}
 	}
 	leader := newFakeLeader(t, log, fakeToken(t, 7, epoch))
-	d, err := NewDispatcher(leader, registry, reader, append([]Option{WithCommitLinger(0)}, options...)...)
+	d, err := NewDispatcher(leader, registry, reader, append([]Option{WithCommitLinger(0), WithCommitGap(0)}, options...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

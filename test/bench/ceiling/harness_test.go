@@ -11,15 +11,6 @@ import (
 	"github.com/krabka-io/krabka-dispatch/dispatch"
 )
 
-func TestTransportRetryBackoffDoublesFromATenthToTheMax(t *testing.T) {
-	want := []time.Duration{100, 200, 400, 800, 1000, 1000}
-	for i, w := range want {
-		if got := transportRetryBackoff(i + 1); got != w*time.Millisecond {
-			t.Errorf("try %d: %s, want %s", i+1, got, w*time.Millisecond)
-		}
-	}
-}
-
 func TestEncodeCommandsWritesTheIssuedAndTheOutcomeOfEachCommand(t *testing.T) {
 	cmds, err := EncodeCommands("bench-role", 3)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
@@ -20,43 +19,23 @@ import (
 // that. The dispatcher's own commit linger plays the same part.
 var DefaultPauses = []time.Duration{0, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond}
 
-// ProducerOptions returns the franz-go options that a
-// coordination.KafkaTransport gives the producer of a role (see
-// coordination/kafka.go, clientOpts and AcquireEpoch), for a raw producer
-// that must not differ from the dispatcher's but in what it does not do:
-// the transport's defaults (metadata min age, the retry backoff of
-// transportRetryBackoff), the settings its rules require (manual
-// partitioner, acks=all, idempotence, which franz-go leaves on,
-// read_committed, control records kept), the transactional id and, as the
-// transaction timeout, the lease duration.
-func ProducerOptions(brokers []string, transactionalID string, lease time.Duration) []kgo.Opt {
-	return []kgo.Opt{
-		kgo.SeedBrokers(brokers...),
-		kgo.MetadataMinAge(coordination.DefaultKafkaMetadataMinAge),
-		kgo.RetryBackoffFn(transportRetryBackoff),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(),
-		kgo.TransactionalID(transactionalID),
-		kgo.TransactionTimeout(lease),
+// ProducerOptions returns the franz-go options of the producer that a
+// coordination.KafkaTransport opens for a role
+// ((*coordination.KafkaTransport).ProducerOptions): the transport's defaults,
+// the settings its rules require, the transactional id and, as the
+// transaction timeout, the lease duration. Taking them from the transport
+// keeps the raw producer from drifting when the transport's options change.
+func ProducerOptions(brokers []string, transactionalID string, lease time.Duration) ([]kgo.Opt, error) {
+	config, err := coordination.NewLeaseConfig(lease, lease/3, time.Second)
+	if err != nil {
+		return nil, err
 	}
-}
-
-// transportRetryBackoff is the retry backoff of the transport's clients:
-// from a tenth of coordination.DefaultKafkaRetryBackoffMax, doubling, up to
-// it, without jitter. tries counts from 1.
-func transportRetryBackoff(tries int) time.Duration {
-	b := &backoff.ExponentialBackOff{
-		InitialInterval: coordination.DefaultKafkaRetryBackoffMax / 10,
-		Multiplier:      2,
-		MaxInterval:     coordination.DefaultKafkaRetryBackoffMax,
+	transport, err := coordination.NewKafkaTransport(config, brokers...)
+	if err != nil {
+		return nil, err
 	}
-	wait := b.NextBackOff()
-	for i := 1; i < tries && wait < b.MaxInterval; i++ {
-		wait = b.NextBackOff()
-	}
-	return wait
+	defer transport.Close()
+	return transport.ProducerOptions(transactionalID), nil
 }
 
 // CommandRecords is the encoded records that a dispatcher writes for one
@@ -121,7 +100,11 @@ func NewRawProducer(ctx context.Context, brokers []string, topic, transactionalI
 		return nil, errors.New("ceiling: a raw producer needs encoded commands")
 	}
 	retries := &ConcurrentTxns{}
-	cl, err := kgo.NewClient(append(ProducerOptions(brokers, transactionalID, lease), kgo.WithLogger(retries))...)
+	opts, err := ProducerOptions(brokers, transactionalID, lease)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append(opts, kgo.WithLogger(retries))...)
 	if err != nil {
 		return nil, err
 	}
