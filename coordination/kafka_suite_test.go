@@ -438,7 +438,14 @@ func testAppendPinsPartition(t *testing.T, env kafkaEnv) {
 // first offset. No record of the transaction ever shows.
 func testReadPastOpenTransaction(t *testing.T, env kafkaEnv) {
 	ctx := testCtx(t, 60*time.Second)
-	tr := env.transport(t, testLease(t))
+	// Every call of the transport is bounded by the lease as well: a lease
+	// well above the read's wait bound keeps a slow cluster's first fetch
+	// from ending the call before the bound does.
+	lease, err := coordination.NewLeaseConfig(10*time.Second, 3*time.Second, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := env.transport(t, lease)
 	role := uniqueRole(t)
 	partition, err := coordination.RoleTopicPartition(role)
 	if err != nil {
