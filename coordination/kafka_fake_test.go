@@ -3,7 +3,7 @@ package coordination_test
 import (
 	"testing"
 
-	"github.com/krabka-io/krabka-dispatch/internal/kafkatest"
+	"github.com/krabka-io/krabka-dispatch/test/kafkatest"
 )
 
 // TestKafkaTransportFake runs the transport suite against franz-go's

@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
-	"github.com/krabka-io/krabka-dispatch/internal/kafkatest"
+	"github.com/krabka-io/krabka-dispatch/test/kafkatest"
 )
 
 // realEnvs returns the real cluster once per transaction version: v2, the

@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
-	"github.com/krabka-io/krabka-dispatch/internal/kafkatest"
+	"github.com/krabka-io/krabka-dispatch/test/kafkatest"
 )
 
 // aheadClock is the system clock read an hour ahead. A member on it finds

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/krabka-io/krabka-dispatch/internal/kafkatest"
+	"github.com/krabka-io/krabka-dispatch/test/kafkatest"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 

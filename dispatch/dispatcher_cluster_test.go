@@ -8,8 +8,8 @@ import (
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
-	"github.com/krabka-io/krabka-dispatch/internal/kafkatest"
-	"github.com/krabka-io/krabka-dispatch/internal/recorder"
+	"github.com/krabka-io/krabka-dispatch/test/kafkatest"
+	"github.com/krabka-io/krabka-dispatch/test/recorder"
 )
 
 // cluster is a Kafka cluster for the dispatcher tests: kfake for the smoke

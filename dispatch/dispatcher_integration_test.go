@@ -11,8 +11,8 @@ import (
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
-	"github.com/krabka-io/krabka-dispatch/internal/kafkatest"
-	"github.com/krabka-io/krabka-dispatch/internal/recorder"
+	"github.com/krabka-io/krabka-dispatch/test/kafkatest"
+	"github.com/krabka-io/krabka-dispatch/test/recorder"
 )
 
 func realCluster(t *testing.T) cluster {

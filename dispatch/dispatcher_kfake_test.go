@@ -9,8 +9,8 @@ import (
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
-	"github.com/krabka-io/krabka-dispatch/internal/kafkatest"
-	"github.com/krabka-io/krabka-dispatch/internal/recorder"
+	"github.com/krabka-io/krabka-dispatch/test/kafkatest"
+	"github.com/krabka-io/krabka-dispatch/test/recorder"
 )
 
 // TestDispatcherKfakeSmoke runs a dispatcher over the Kafka transport, the

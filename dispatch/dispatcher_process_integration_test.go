@@ -15,7 +15,7 @@ import (
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
-	"github.com/krabka-io/krabka-dispatch/internal/recorder"
+	"github.com/krabka-io/krabka-dispatch/test/recorder"
 )
 
 var (
@@ -24,7 +24,7 @@ var (
 	memberBinErr  error
 )
 
-// buildMember builds internal/recorder/cmd/member once per test binary.
+// buildMember builds test/recorder/cmd/member once per test binary.
 func buildMember(t *testing.T) string {
 	t.Helper()
 	memberBinOnce.Do(func() {
@@ -34,7 +34,7 @@ func buildMember(t *testing.T) string {
 			return
 		}
 		memberBin = filepath.Join(dir, "member")
-		cmd := exec.Command("go", "build", "-o", memberBin, "github.com/krabka-io/krabka-dispatch/internal/recorder/cmd/member")
+		cmd := exec.Command("go", "build", "-o", memberBin, "github.com/krabka-io/krabka-dispatch/test/recorder/cmd/member")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			memberBinErr = err
 			memberBin = string(out)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
-	"github.com/krabka-io/krabka-dispatch/internal/kafkatest"
+	"github.com/krabka-io/krabka-dispatch/test/kafkatest"
 )
 
 // cutMargin is the safety margin of the partitioned leader. The lease is

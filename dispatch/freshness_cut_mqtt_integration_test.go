@@ -17,7 +17,7 @@ import (
 	"github.com/krabka-io/krabka-dispatch/devices/fence"
 	"github.com/krabka-io/krabka-dispatch/devices/mqtt"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
-	"github.com/krabka-io/krabka-dispatch/internal/mqtttest"
+	"github.com/krabka-io/krabka-dispatch/test/mqtttest"
 )
 
 // timedDevice wraps a device and records when each call began and returned,

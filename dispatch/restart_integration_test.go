@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
-	"github.com/krabka-io/krabka-dispatch/internal/recorder"
+	"github.com/krabka-io/krabka-dispatch/test/recorder"
 )
 
 // TestRestartUnderSameMemberWhileOldPaused pauses a leader (SIGSTOP) and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the chaos harness (internal/chaos) against the three-broker cluster and
+# Runs the chaos harness (test/chaos) against the three-broker cluster and
 # Mosquitto: five `dispatcher run` processes of two roles sharing a log
 # partition, each in a network namespace of its own, killed, paused,
 # restarted, cut from Kafka or from their devices, with skewed clocks and slow
@@ -59,7 +59,7 @@ export KRABKA_KAFKA_BROKERS KRABKA_KAFKA_SCRIPT KRABKA_MQTT_URL
 bin=$root/.run/chaos/bin
 mkdir -p "$bin"
 go build -o "$bin/dispatcher" ./cmd/dispatcher
-go build -o "$bin/chaos" ./internal/chaos/cmd/chaos
+go build -o "$bin/chaos" ./test/chaos/cmd/chaos
 dir=$root/.run/chaos/$(date -u +%Y%m%dT%H%M%SZ)
 seed=()
 [ -n "${SEED:-}" ] && seed=(-seed "$SEED")

@@ -17,8 +17,8 @@ import (
 
 	"github.com/krabka-io/krabka-dispatch/internal/config"
 	"github.com/krabka-io/krabka-dispatch/internal/httpapi"
-	"github.com/krabka-io/krabka-dispatch/internal/mqtttest"
-	"github.com/krabka-io/krabka-dispatch/internal/tlstest"
+	"github.com/krabka-io/krabka-dispatch/test/mqtttest"
+	"github.com/krabka-io/krabka-dispatch/test/tlstest"
 )
 
 // serveTLS serves h over TLS with the member's server config for pair,

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
-	"github.com/krabka-io/krabka-dispatch/internal/kafkatest"
 	"github.com/krabka-io/krabka-dispatch/internal/modbussim"
+	"github.com/krabka-io/krabka-dispatch/test/kafkatest"
 )
 
 // EnvMQTTURL is the Mosquitto the end-to-end test drives (written to

@@ -16,7 +16,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 	"github.com/krabka-io/krabka-dispatch/internal/httpapi"
-	"github.com/krabka-io/krabka-dispatch/internal/mqtttest"
+	"github.com/krabka-io/krabka-dispatch/test/mqtttest"
 )
 
 const (

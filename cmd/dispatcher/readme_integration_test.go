@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/krabka-io/krabka-dispatch/internal/kafkatest"
+	"github.com/krabka-io/krabka-dispatch/test/kafkatest"
 )
 
 // readmeBlock returns the lines of the ```sh block that follows the

@@ -11,7 +11,7 @@ import (
 
 	"github.com/krabka-io/krabka-dispatch/devices/fence"
 	"github.com/krabka-io/krabka-dispatch/devices/mqtt"
-	"github.com/krabka-io/krabka-dispatch/internal/mqtttest"
+	"github.com/krabka-io/krabka-dispatch/test/mqtttest"
 )
 
 // TestSubmitSendsAFenceReset sends a fence reset with `dispatcher submit`,

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/krabka-io/krabka-dispatch/internal/kafkatest"
+	"github.com/krabka-io/krabka-dispatch/test/kafkatest"
 )
 
 // The SASL listener of the real cluster, which scripts/services/10-kafka.sh

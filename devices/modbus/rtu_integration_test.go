@@ -17,7 +17,7 @@ import (
 	"github.com/krabka-io/krabka-dispatch/dispatch"
 	"github.com/krabka-io/krabka-dispatch/dispatch/dispatchtest"
 	"github.com/krabka-io/krabka-dispatch/internal/modbussim"
-	"github.com/krabka-io/krabka-dispatch/internal/ptypair"
+	"github.com/krabka-io/krabka-dispatch/test/ptypair"
 )
 
 // rtuBaud is the line speed of the tests; a pseudo-terminal ignores it, and

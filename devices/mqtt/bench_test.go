@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/krabka-io/krabka-dispatch/internal/mqtttest"
+	"github.com/krabka-io/krabka-dispatch/test/mqtttest"
 )
 
 // BenchmarkDispatchVsRawPublish measures, in one run against the shared

@@ -11,7 +11,7 @@ import (
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
 	"github.com/krabka-io/krabka-dispatch/dispatch/dispatchtest"
-	"github.com/krabka-io/krabka-dispatch/internal/mqtttest"
+	"github.com/krabka-io/krabka-dispatch/test/mqtttest"
 )
 
 // conformanceTarget builds the dispatchtest target on the broker at url: a

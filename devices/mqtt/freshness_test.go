@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/dispatch"
-	"github.com/krabka-io/krabka-dispatch/internal/mqtttest"
+	"github.com/krabka-io/krabka-dispatch/test/mqtttest"
 )
 
 // hungBroker accepts connections and never answers. stop closes them, and

@@ -25,7 +25,7 @@ import (
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
 	"github.com/krabka-io/krabka-dispatch/dispatch/dispatchtest"
-	"github.com/krabka-io/krabka-dispatch/internal/mqtttest"
+	"github.com/krabka-io/krabka-dispatch/test/mqtttest"
 )
 
 // The tests in this file run against Mosquitto: the shared broker that

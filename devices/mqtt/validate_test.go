@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/krabka-io/krabka-dispatch/internal/mqtttest"
+	"github.com/krabka-io/krabka-dispatch/test/mqtttest"
 )
 
 func TestValidateCommandRefusesWhatCannotBePublished(t *testing.T) {

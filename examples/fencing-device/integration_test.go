@@ -16,7 +16,7 @@ import (
 	"github.com/krabka-io/krabka-dispatch/devices/fence"
 	"github.com/krabka-io/krabka-dispatch/devices/mqtt"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
-	"github.com/krabka-io/krabka-dispatch/internal/mqtttest"
+	"github.com/krabka-io/krabka-dispatch/test/mqtttest"
 )
 
 // syncBuffer is a bytes.Buffer that run may write while the test reads.

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/krabka-io/krabka-dispatch/internal/tlstest"
+	"github.com/krabka-io/krabka-dispatch/test/tlstest"
 )
 
 // TestHTTPTLSFiles: a member's certificate, key and client authorities are

@@ -15,7 +15,7 @@ import (
 
 	"github.com/krabka-io/krabka-dispatch/dispatch"
 	"github.com/krabka-io/krabka-dispatch/internal/config"
-	"github.com/krabka-io/krabka-dispatch/internal/tlstest"
+	"github.com/krabka-io/krabka-dispatch/test/tlstest"
 )
 
 // readPaths are the read endpoints ProtectReads guards.

@@ -14,7 +14,7 @@
 # Brokers listen on 127.0.0.1:19092-19094, controllers on 127.0.0.1:19192-19194,
 # and a SASL_PLAINTEXT listener (SCRAM-SHA-512, SCRAM-SHA-256, PLAIN; one test
 # user) on 127.0.0.1:19292-19294 for the authentication tests.
-# The jars come from internal/kafkacluster/pom.xml (Maven, cached in ~/.m2).
+# The jars come from test/kafkacluster/pom.xml (Maven, cached in ~/.m2).
 # Everything the cluster writes lives under .run/kafka/: node-N/data (log dirs),
 # node-N/server.log (broker output), node-N/pid, and env, which the tests source:
 #   export KRABKA_KAFKA_BROKERS=127.0.0.1:19092,127.0.0.1:19093,127.0.0.1:19094
@@ -36,7 +36,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 self="$root/scripts/services/10-kafka.sh"
 run="$root/.run/kafka"
-pomdir="$root/internal/kafkacluster"
+pomdir="$root/test/kafkacluster"
 libdir="$pomdir/target/lib"
 nodes=(1 2 3)
 brokers="127.0.0.1:19092,127.0.0.1:19093,127.0.0.1:19094"
@@ -184,7 +184,7 @@ log_size() { stat -c %s "$run/node-$1/server.log" 2>/dev/null || echo 0; }
 # setup creates the coordination topic and warms the coordinators.
 setup() {
 	mkdir -p "$run/bin"
-	(cd "$root" && go build -o "$run/bin/kafkacluster" ./internal/kafkacluster)
+	(cd "$root" && go build -o "$run/bin/kafkacluster" ./test/kafkacluster)
 	"$run/bin/kafkacluster" -brokers "$brokers" -timeout "${start_timeout}s"
 }
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
-	"github.com/krabka-io/krabka-dispatch/internal/chaos"
+	"github.com/krabka-io/krabka-dispatch/test/chaos"
 )
 
 // The classes of the simulator's own checks, beside chaos.Check's.

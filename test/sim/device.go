@@ -5,7 +5,7 @@ import (
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/devices/fence"
-	"github.com/krabka-io/krabka-dispatch/internal/chaos"
+	"github.com/krabka-io/krabka-dispatch/test/chaos"
 )
 
 // callFacts is what the world knows of one device call beyond what the

@@ -4,7 +4,7 @@ import (
 	"strings"
 
 	"github.com/krabka-io/krabka-dispatch/dispatch"
-	"github.com/krabka-io/krabka-dispatch/internal/chaos"
+	"github.com/krabka-io/krabka-dispatch/test/chaos"
 )
 
 // The fault classes a seed may enable.

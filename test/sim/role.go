@@ -7,7 +7,7 @@ import (
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/devices/fence"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
-	"github.com/krabka-io/krabka-dispatch/internal/chaos"
+	"github.com/krabka-io/krabka-dispatch/test/chaos"
 )
 
 // termStart is the commit of a leadership's first lease.

@@ -23,8 +23,8 @@ import (
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
-	"github.com/krabka-io/krabka-dispatch/internal/recorder"
 	"github.com/krabka-io/krabka-dispatch/member"
+	"github.com/krabka-io/krabka-dispatch/test/recorder"
 )
 
 func main() {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/krabka-io/krabka-dispatch/internal/kafkatest"
+	"github.com/krabka-io/krabka-dispatch/test/kafkatest"
 )
 
 // TestCreateTopicReplicated checks that a topic of the real cluster has three

@@ -1,4 +1,4 @@
-// Command chaos runs the chaos harness of package internal/chaos against the
+// Command chaos runs the chaos harness of package test/chaos against the
 // three-broker cluster and exits non-zero when any guarantee broke:
 //
 //	chaos -duration 2m -dispatcher-bin .run/chaos/bin/dispatcher -dir .run/chaos/run
@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
-	"github.com/krabka-io/krabka-dispatch/internal/chaos"
+	"github.com/krabka-io/krabka-dispatch/test/chaos"
 )
 
 func main() {
