@@ -13,6 +13,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -223,6 +224,12 @@ func (m *Member) onEvent(e Event) {
 	switch e.Kind {
 	case krabkamember.EventElected:
 		m.tel.elected()
+	case krabkamember.EventReady:
+		// Recovery decoded the newest checkpoint and the records after it;
+		// none of that outlives it but the dispatcher's state. Hand the
+		// garbage back to the system once, so the daemon's resident size
+		// is that of its state, not of its takeover.
+		debug.FreeOSMemory()
 	case krabkamember.EventDeposed:
 		reason := lossReason(e.Err)
 		if errors.Is(e.Err, krabkamember.ErrDispatcherStopped) {
