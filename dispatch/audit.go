@@ -185,6 +185,13 @@ func (h *History) command(role, id string) *CommandHistory {
 }
 
 func (h *History) apply(e *Entry) {
+	if e.Kind == EntryCheckpoint && e.Checkpoint != nil {
+		// A checkpoint commits under its writer's token like every record
+		// of the leadership, often as a new leader's first: it extends the
+		// timeline and names no command.
+		h.follow(e)
+		return
+	}
 	if !hasBody(e) {
 		return
 	}

@@ -163,11 +163,12 @@ func NewKafkaLogReader(brokers []string, opts ...kgo.Opt) (*KafkaLogReader, erro
 
 // client starts a franz-go client that consumes partition from offset, and
 // keeps the control records when keepControl is set.
-func (r *KafkaLogReader) client(partition coordination.TopicPartition, from kgo.Offset, keepControl bool) (*kgo.Client, error) {
+func (r *KafkaLogReader) client(partition coordination.TopicPartition, from kgo.Offset, keepControl bool, extra ...kgo.Opt) (*kgo.Client, error) {
 	opts := append([]kgo.Opt{
 		kgo.FetchMaxWait(DefaultLogFetchMaxWait),
 		kgo.RequestTimeoutOverhead(r.requestTimeout),
-	}, r.opts...)
+	}, extra...)
+	opts = append(opts, r.opts...)
 	opts = append(opts,
 		kgo.SeedBrokers(r.brokers...),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -225,6 +226,28 @@ type LogRange struct {
 	Limit       int
 }
 
+// The fetch limit of a read of a bounded range: rangeFetchBytes per offset
+// of the range, within rangeFetchMin and franz-go's default of 1 MiB.
+const (
+	rangeFetchBytes = 256
+	rangeFetchMin   = 16 << 10
+	rangeFetchMax   = 1 << 20
+)
+
+// rangeFetchLimit bounds the bytes a fetch of the offsets from up to until
+// asks for. Kafka answers a fetch with whole record batches from the offset
+// asked for up to the partition's limit, so a read of the few records of
+// one command would otherwise fetch, decompress and count up to a
+// megabyte of the records after them. A batch above the limit still comes
+// whole.
+func rangeFetchLimit(from, until int64) []kgo.Opt {
+	if until == LogEnd || until <= from {
+		return nil
+	}
+	n := min(max((until-from)*rangeFetchBytes, rangeFetchMin), rangeFetchMax)
+	return []kgo.Opt{kgo.FetchMaxPartitionBytes(int32(n))}
+}
+
 // ReadRange returns the committed entries of the partition within rng, in
 // offset order, as [KafkaLogReader.ReadLog] does for the whole partition:
 // it waits for the open transactions of other producers the same way, and
@@ -235,7 +258,7 @@ type LogRange struct {
 func (r *KafkaLogReader) ReadRange(ctx context.Context, partition coordination.TopicPartition, rng LogRange) ([]Entry, error) {
 	rw := r.readWait()
 	from := max(rng.From, 0)
-	cl, err := r.client(partition, kgo.NewOffset().At(from), true)
+	cl, err := r.client(partition, kgo.NewOffset().At(from), true, rangeFetchLimit(from, rng.Until)...)
 	if err != nil {
 		return nil, err
 	}

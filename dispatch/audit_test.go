@@ -294,3 +294,48 @@ func checkKinds(t *testing.T, found []Violation, want ...ViolationKind) {
 		t.Fatalf("violations %v, want kinds %v", found, want)
 	}
 }
+
+// checkpoint adds the parts of a checkpoint of the builder's role holding
+// the commands given whole.
+func (b *logBuilder) checkpoint(seq int64, cmds ...CheckpointCommand) *logBuilder {
+	parts, err := EncodeCheckpoint(b.role, seq, Checkpoint{Window: DefaultDedupWindow, Commands: cmds})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	for i := range parts {
+		b.add(Entry{Kind: EntryCheckpoint, Checkpoint: &parts[i]})
+	}
+	return b
+}
+
+// TestReplayCheckpoints checks that checkpoint records, which a leader
+// writes between its batches and as the first record after its recovery,
+// take their place in the leadership timeline under their writer and name
+// no command: a command they hold whole keeps the history its own records
+// give it.
+func TestReplayCheckpoints(t *testing.T) {
+	b := newLog(t).issue("a")
+	cmd := b.entries[0].Issued.Command
+	cmd.Role = "plant-a"
+	a := CheckpointCommand{Command: cmd, Issued: true, Status: StatusPending, Attempt: FirstAttempt, Token: mustToken(t, 10, 0), First: 0}
+	b.checkpoint(0, a)
+	b.as("node-2", 11, 0).checkpoint(0, a).outcome("a", StatusSucceeded, FirstAttempt)
+	h := Replay(b.entries)
+	want := []LeadershipSpan{
+		{Role: "plant-a", Member: "node-1", FirstToken: mustToken(t, 10, 0), LastToken: mustToken(t, 10, 0), FirstOffset: 0, LastOffset: 1, Records: 2},
+		{Role: "plant-a", Member: "node-2", FirstToken: mustToken(t, 11, 0), LastToken: mustToken(t, 11, 0), FirstOffset: 2, LastOffset: 3, Records: 2},
+	}
+	for i := range h.Leaderships {
+		h.Leaderships[i].From, h.Leaderships[i].To = time.Time{}, time.Time{}
+	}
+	if !reflect.DeepEqual(h.Leaderships, want) {
+		t.Errorf("leaderships\n%+v\nwant\n%+v", h.Leaderships, want)
+	}
+	if len(h.Commands) != 1 {
+		t.Fatalf("%d commands, want a alone", len(h.Commands))
+	}
+	got, ok := h.Command("plant-a", "a")
+	if !ok || got.Status != StatusSucceeded || len(got.Attempts) != 1 || len(got.Outcomes) != 1 {
+		t.Errorf("command a: %+v", got)
+	}
+}

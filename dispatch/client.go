@@ -37,8 +37,10 @@ type clientConfig struct {
 
 const (
 	// DefaultLookupWindow is how far back from now [Client.Status] and
-	// [Client.Wait] search the log for a command when the caller gives no
-	// hint of where its records are: the dispatcher's dedup window, 7 days.
+	// [Client.Wait] search the log for the role's newest checkpoint, and
+	// for a command when the window holds no checkpoint, when the caller
+	// gives no hint of where its records are: the dispatcher's dedup
+	// window, 7 days.
 	// The dispatcher deduplicates command IDs within that window and
 	// rejects a command submitted before it, so a command that can still
 	// be acted on has its records inside it. Change it with
@@ -336,7 +338,7 @@ func (e *OutsideLookupWindowError) Unwrap() error { return &UnknownCommandError{
 func (c *Client) RecordsRead() int64 { return c.reader.RecordsRead() }
 
 // start resolves the first offset of a lookup in tp. It reports whether
-// the caller gave a hint.
+// the caller gave a hint; without one it resolves nothing.
 func (c *Client) start(ctx context.Context, tp coordination.TopicPartition, opts []LookupOption) (from int64, l lookup, hinted bool, err error) {
 	for _, o := range opts {
 		if o != nil {
@@ -350,9 +352,7 @@ func (c *Client) start(ctx context.Context, tp coordination.TopicPartition, opts
 		from, err = c.reader.OffsetAt(ctx, tp, l.since.Add(-c.cfg.lookupSkew))
 		return from, l, true, err
 	default:
-		l.since = time.Now().Add(-c.cfg.lookupWindow)
-		from, err = c.reader.OffsetAt(ctx, tp, l.since)
-		return from, l, false, err
+		return 0, l, false, nil
 	}
 }
 
@@ -361,18 +361,29 @@ func (c *Client) start(ctx context.Context, tp coordination.TopicPartition, opts
 // allows, and returns ctx's error when ctx ends first.
 //
 // It reads from where opts say the command's records are ([LookupAfter] the
-// receipt of [Client.Send] is the usual hint), or else from the start of the
-// lookup window ([DefaultLookupWindow]) back from now; either way it finds an
-// outcome recorded before the call, and its cost does not grow with the
-// log's history.
+// receipt of [Client.Send] is the usual hint). Without a hint it looks the
+// command up in the role's newest checkpoint, found by reading back from
+// the end of the partition: a settled command's outcome is read at the
+// offsets the checkpoint holds for it, and otherwise the log is followed
+// from the end after the records since the checkpoint are looked at. Only a
+// role with no checkpoint in the lookup window ([DefaultLookupWindow]) has
+// the window read. Either way it finds an outcome recorded before the call,
+// and its cost does not grow with the log's history.
 func (c *Client) Wait(ctx context.Context, role, id string, opts ...LookupOption) (Outcome, error) {
 	tp, err := c.LogPartition(role)
 	if err != nil {
 		return Outcome{}, err
 	}
-	from, l, _, err := c.start(ctx, tp, opts)
+	from, l, hinted, err := c.start(ctx, tp, opts)
 	if err != nil {
 		return Outcome{}, err
+	}
+	if !hinted {
+		out, done, end, err := c.waitStart(ctx, tp, role, id)
+		if err != nil || done {
+			return out, err
+		}
+		from = end
 	}
 	stream, err := c.reader.FollowLog(ctx, tp, from)
 	if err != nil {
@@ -443,33 +454,37 @@ func (c *Client) earlier(ctx context.Context, tp coordination.TopicPartition, ro
 
 // Status returns the history of command id: its status, attempts and
 // outcomes so far. It reads the role's partition of the log from where opts
-// say the command's records are, or else from the start of the lookup window
-// back from now ([DefaultLookupWindow]), up to the high watermark at the
-// time of the call. It returns an *UnknownCommandError when the log does
-// not name the command there: an *OutsideLookupWindowError when the search was
-// the window's.
+// say the command's records are up to the high watermark at the time of the
+// call. Without a hint it finds the role's newest checkpoint by reading
+// back from the high watermark and reads the command's records from the
+// offset the checkpoint holds for it (up to its outcome for a settled
+// command, to the end for one not settled), or, for a command the
+// checkpoint does not hold, only the records after the checkpoint; a
+// command ID whose hash another command shares is told apart by reading its
+// records. Only a role with no checkpoint in the lookup window
+// ([DefaultLookupWindow]) has the whole window read. It returns an
+// *UnknownCommandError when the log does not name the command there: an
+// *OutsideLookupWindowError when the lookup had no hint.
 func (c *Client) Status(ctx context.Context, role, id string, opts ...LookupOption) (*CommandHistory, error) {
 	tp, err := c.LogPartition(role)
 	if err != nil {
 		return nil, err
 	}
-	from, l, hinted, err := c.start(ctx, tp, opts)
+	from, _, hinted, err := c.start(ctx, tp, opts)
 	if err != nil {
 		return nil, err
+	}
+	if !hinted {
+		return c.statusWithoutHint(ctx, tp, role, id)
 	}
 	entries, err := c.reader.ReadRange(ctx, tp, LogRange{From: from, Until: LogEnd})
 	if err != nil {
 		return nil, err
 	}
-	cmd, ok := Replay(entries).Command(role, id)
-	switch {
-	case ok:
+	if cmd, ok := Replay(entries).Command(role, id); ok {
 		return cmd, nil
-	case hinted:
-		return nil, &UnknownCommandError{ID: id}
-	default:
-		return nil, &OutsideLookupWindowError{ID: id, Since: l.since, Window: c.cfg.lookupWindow}
 	}
+	return nil, &UnknownCommandError{ID: id}
 }
 
 // History reads the log of role as [KafkaLogReader.ReadLog] does and

@@ -201,3 +201,147 @@ func TestLookupsDoNotScan(t *testing.T) {
 		t.Errorf("status of an unknown command from an offset: %v, want an *UnknownCommandError", err)
 	}
 }
+
+// TestLookupsWithoutHintReadTheCheckpoint gives a role's partition, on the
+// real cluster, a history of 50,000 settled commands and a neighbour's
+// records, then a checkpoint of the role that holds the settled commands as
+// compact IDs and one pending command whole, and records after it. Status
+// and Wait without a hint then read a bounded number of records, not the
+// history: for a settled command deep in the history, for the pending one
+// before and after its outcome, for a command only after the checkpoint,
+// and for an unknown ID, whose hash the checkpoint holds for another
+// command's record, as a collision would: it is answered unknown, not with
+// that command.
+func TestLookupsWithoutHintReadTheCheckpoint(t *testing.T) {
+	brokers := kafkatest.Brokers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
+	defer cancel()
+	const partitions = 3
+	logTopic := kafkatest.UniqueName(t, "dispatch.log")
+	requestsTopic := kafkatest.UniqueName(t, "dispatch.requests")
+	kafkatest.CreateTopic(t, brokers, logTopic, partitions, nil)
+	kafkatest.CreateTopic(t, brokers, requestsTopic, partitions, nil)
+	client, err := NewClient(brokers, WithClientLogTopic(logTopic, partitions), WithClientRequestsTopic(requestsTopic, partitions))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	role := kafkatest.UniqueName(t, "role")
+	tp, _ := client.LogPartition(role)
+	// Record batches of some hundred records, as a leader's transactions
+	// write, not of many thousands: Kafka returns a batch whole.
+	w := newLogWriter(t, brokers, tp, role, "node-1", kafkatest.UniqueName(t, "txn"), kgo.ProducerBatchMaxBytes(32<<10))
+
+	const history, batches = 50_000, 5
+	now := time.Now().Truncate(time.Millisecond)
+	for i := range batches {
+		batch := settled("", fmt.Sprintf("old%d", i), history/batches)
+		w.bulk(ctx, now, append(batch, settled("other-role", fmt.Sprintf("n%d", i), 1000)...))
+	}
+	w.write(ctx, true, issuedEntry("pending"))
+
+	// The checkpoint a leader would write: the offsets are read back with
+	// a reader of the test's own, so that the client's count is its own.
+	reader, err := NewKafkaLogReader(brokers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := reader.ReadLog(ctx, tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := map[string]int64{}
+	var ids []CheckpointID
+	var pending CheckpointCommand
+	for _, e := range all {
+		if e.Role != role {
+			continue
+		}
+		switch e.Kind {
+		case EntryIssued:
+			first[e.Issued.Command.ID] = e.Offset
+			if e.Issued.Command.ID == "pending" {
+				pending = CheckpointCommand{Command: e.Issued.Command, Issued: true, Status: StatusPending,
+					Attempt: FirstAttempt, Token: e.Token, First: e.Offset}
+			}
+		case EntryOutcome:
+			id := e.Outcome.CommandID
+			ids = append(ids, CheckpointID{Hash: IDHash(id), First: first[id], Outcome: e.Offset, SubmittedAt: now})
+			if id == "old2-7" {
+				// The ID "ghost" as if it shared the hash of a settled
+				// command whose records are here.
+				ids = append(ids, CheckpointID{Hash: IDHash("ghost"), First: e.Offset, Outcome: e.Offset, SubmittedAt: now})
+			}
+		}
+	}
+	if len(ids) != history+1 || pending.First == 0 {
+		t.Fatalf("the history holds %d settled commands and pending at %d; want %d", len(ids)-1, pending.First, history)
+	}
+	parts, err := EncodeCheckpoint(role, 1, Checkpoint{Window: DefaultDedupWindow, Commands: []CheckpointCommand{pending}, IDs: ids})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cpEntries []Entry
+	for i := range parts {
+		cpEntries = append(cpEntries, Entry{Kind: EntryCheckpoint, Checkpoint: &parts[i]})
+	}
+	// A checkpoint part is larger than the history's batches.
+	newLogWriter(t, brokers, tp, role, "node-1", kafkatest.UniqueName(t, "txn")).write(ctx, true, cpEntries...)
+	w.bulk(ctx, now, settled("other-role", "after", 200))
+	w.write(ctx, true, issuedEntry("fresh"), outcomeEntry("fresh", StatusSucceeded, FirstAttempt))
+
+	size := len(all)
+	const bound = 3000 // one step of the backward search, and a command's records
+	measure := func(name string, f func()) {
+		t.Helper()
+		before := client.RecordsRead()
+		f()
+		n := client.RecordsRead() - before
+		t.Logf("%s read %d records of a log of more than %d", name, n, size)
+		if n > bound {
+			t.Errorf("%s read %d records of a log of more than %d, want at most %d", name, n, size, bound)
+		}
+	}
+	status := func(id string, want Status) {
+		t.Helper()
+		measure("Status of "+id, func() {
+			h, err := client.Status(ctx, role, id)
+			if err != nil || h.ID != id || h.Status != want {
+				t.Errorf("status of %s: %+v, %v; want %s", id, h, err, want)
+			}
+		})
+	}
+	wait := func(id string) {
+		t.Helper()
+		measure("Wait for "+id, func() {
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			if o, err := client.Wait(wctx, role, id); err != nil || o.CommandID != id || o.Status != StatusSucceeded {
+				t.Errorf("wait for %s: %+v, %v", id, o, err)
+			}
+		})
+	}
+	status("old0-123", StatusSucceeded)
+	wait("old0-123")
+	status("old2-7", StatusSucceeded)
+	status("pending", StatusPending)
+	status("fresh", StatusSucceeded)
+	wait("fresh")
+	measure("Status of ghost", func() {
+		h, err := client.Status(ctx, role, "ghost")
+		var outside *OutsideLookupWindowError
+		if !errors.As(err, &outside) || outside.ID != "ghost" {
+			t.Errorf("status of an unknown ID whose hash the checkpoint holds: %+v, %v", h, err)
+		}
+	})
+	measure("Wait for ghost", func() {
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if o, err := client.Wait(wctx, role, "ghost"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("wait for an unknown ID: %+v, %v; want it to wait", o, err)
+		}
+	})
+	w.write(ctx, true, outcomeEntry("pending", StatusSucceeded, FirstAttempt))
+	status("pending", StatusSucceeded)
+	wait("pending")
+}

@@ -23,14 +23,14 @@ type logWriter struct {
 	member string
 }
 
-func newLogWriter(t testing.TB, brokers []string, tp coordination.TopicPartition, role, member, txnID string) *logWriter {
+func newLogWriter(t testing.TB, brokers []string, tp coordination.TopicPartition, role, member, txnID string, opts ...kgo.Opt) *logWriter {
 	t.Helper()
-	cl, err := kgo.NewClient(
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.TransactionalID(txnID),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerLinger(0),
-	)
+	}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

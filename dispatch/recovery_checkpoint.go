@@ -32,43 +32,78 @@ func (d *Dispatcher) recoverFromCheckpoint(ctx context.Context) (recovered, Reco
 		return recovered{}, stats, err
 	}
 	stats.Start, stats.End = start, end
-	var later []Entry // the role's records from hi to end
-	step := int64(d.cfg.checkpointInterval)
+	s, err := searchCheckpoint(ctx, d.role, start, end, int64(d.cfg.checkpointInterval), d.readRange)
+	stats.RecordsRead = s.read
+	if err != nil {
+		return recovered{}, stats, err
+	}
+	if !s.found {
+		stats.TailRecords = len(s.entries)
+		return foldLog(d.role, d.requestTP, s.entries), stats, nil
+	}
+	f := newFolder(d.role, d.requestTP)
+	f.seed(s.cp)
+	for i := range s.entries {
+		if s.entries[i].Offset > s.at {
+			stats.TailRecords++
+			f.apply(&s.entries[i])
+		}
+	}
+	stats.CheckpointOffset = s.at
+	return f.finish(), stats, nil
+}
+
+// checkpointSearch is what a backward search for the newest checkpoint of a
+// role found.
+type checkpointSearch struct {
+	// cp is the checkpoint, and at the offset of its last part, when found.
+	cp    Checkpoint
+	at    int64
+	found bool
+
+	// entries are the role's records read, in offset order: those from the
+	// lowest offset read up to the end of the search.
+	entries []Entry
+
+	// read counts every record read, of any role.
+	read int
+}
+
+// searchCheckpoint finds the newest complete checkpoint of role in the
+// offsets from start up to end by reading backwards from end, step offsets
+// at a time and doubling the step up to maxSearchStep, and keeps only the
+// role's records on the way. Without a checkpoint it reads down to start.
+// It returns what it read so far with an error.
+func searchCheckpoint(ctx context.Context, role string, start, end, step int64,
+	read func(ctx context.Context, from, to int64) ([]Entry, error)) (checkpointSearch, error) {
+	s := checkpointSearch{at: -1}
+	step = max(step, 1)
 	for hi := end; hi > start; {
 		lo := max(start, hi-step)
-		entries, err := d.readRange(ctx, lo, hi)
+		entries, err := read(ctx, lo, hi)
 		if err != nil {
-			return recovered{}, stats, err
+			return s, err
 		}
-		stats.RecordsRead += len(entries)
-		mine := make([]Entry, 0, len(entries)+len(later))
+		s.read += len(entries)
+		mine := make([]Entry, 0, len(entries)+len(s.entries))
 		for _, e := range entries {
-			if e.Role == d.role {
+			if e.Role == role {
 				mine = append(mine, e)
 			}
 		}
-		later = append(mine, later...)
-		cp, at, found, err := newestCheckpoint(d.role, later)
+		s.entries = append(mine, s.entries...)
+		cp, at, found, err := newestCheckpoint(role, s.entries)
 		if err != nil {
-			return recovered{}, stats, err
+			return s, err
 		}
 		if found {
-			f := newFolder(d.role, d.requestTP)
-			f.seed(cp)
-			for i := range later {
-				if later[i].Offset > at {
-					stats.TailRecords++
-					f.apply(&later[i])
-				}
-			}
-			stats.CheckpointOffset = at
-			return f.finish(), stats, nil
+			s.cp, s.at, s.found = cp, at, true
+			return s, nil
 		}
 		hi = lo
 		step = min(2*step, maxSearchStep)
 	}
-	stats.TailRecords = len(later)
-	return foldLog(d.role, d.requestTP, later), stats, nil
+	return s, nil
 }
 
 // newestCheckpoint finds the newest complete checkpoint of role among

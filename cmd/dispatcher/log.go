@@ -70,6 +70,39 @@ type LogRecord struct {
 	// Intake covers the request offsets [IntakeFrom, IntakeNext).
 	IntakeFrom *int64 `json:"intake_from,omitempty"`
 	IntakeNext *int64 `json:"intake_next,omitempty"`
+	// Checkpoint is set on a checkpoint record.
+	Checkpoint *LogCheckpoint `json:"checkpoint,omitempty"`
+}
+
+// LogCheckpoint is one part of a checkpoint; the last part also tells what
+// the whole checkpoint holds, when every part of it was read.
+type LogCheckpoint struct {
+	Sequence int64 `json:"sequence"`
+	// Part counts from 1 to Parts.
+	Part  int `json:"part"`
+	Parts int `json:"parts"`
+	// Bytes is the size of this part's slice of the state.
+	Bytes int `json:"bytes"`
+	// State is set on the last part.
+	State *LogCheckpointState `json:"state,omitempty"`
+}
+
+// LogCheckpointState sums up what a checkpoint holds.
+type LogCheckpointState struct {
+	// Pending and InDoubt count the commands held whole that are not
+	// settled; Whole counts every command held whole.
+	Pending int `json:"pending"`
+	InDoubt int `json:"in_doubt"`
+	Whole   int `json:"whole"`
+	// CompactIDs counts the settled commands held as compact IDs.
+	CompactIDs int `json:"compact_ids"`
+	// IntakeTopic, IntakePartition and IntakeNext are where intake
+	// resumes; the topic is empty when the log held no intake record.
+	IntakeTopic     string `json:"intake_topic,omitempty"`
+	IntakePartition int    `json:"intake_partition"`
+	IntakeNext      int64  `json:"intake_next"`
+	// Error is set when the parts do not decode.
+	Error string `json:"error,omitempty"`
 }
 
 // LogAudit is the verdict on a role's log: who led, what became of each
@@ -417,9 +450,10 @@ func (o *LogOptions) follow(ctx context.Context, reader logReader, tp coordinati
 	if o.Output == OutputTable {
 		fmt.Fprintln(o.Out, strings.Join(recordsHeader, "  "))
 	}
+	var cps checkpointParts
 	for e := range stream.Entries() {
 		entries = append(entries, e)
-		r := record(e)
+		r := cps.record(e)
 		if o.Output.Structured() {
 			if err := emit(r); err != nil {
 				return err
@@ -538,10 +572,58 @@ func writeAuditText(o *LogOptions, a LogAudit) {
 
 func records(entries []dispatch.Entry) []LogRecord {
 	out := make([]LogRecord, len(entries))
+	var cps checkpointParts
 	for i, e := range entries {
-		out[i] = record(e)
+		out[i] = cps.record(e)
 	}
 	return out
+}
+
+// checkpointParts gathers the parts of the checkpoint being read, so that
+// its last part can sum up the whole.
+type checkpointParts struct {
+	role  string
+	token coordination.FencingToken
+	parts []dispatch.CheckpointPart
+}
+
+// record flattens one entry, and sums up the checkpoint its last part ends.
+func (c *checkpointParts) record(e dispatch.Entry) LogRecord {
+	r := record(e)
+	if e.Kind != dispatch.EntryCheckpoint || e.Checkpoint == nil {
+		return r
+	}
+	p := *e.Checkpoint
+	if p.Part == 0 || len(c.parts) == 0 || c.role != e.Role || c.token != e.Token || c.parts[0].Sequence != p.Sequence {
+		c.role, c.token, c.parts = e.Role, e.Token, c.parts[:0]
+	}
+	c.parts = append(c.parts, p)
+	if p.Part != p.Parts-1 {
+		return r
+	}
+	if len(c.parts) != p.Parts {
+		// The earlier parts were not read: a range that starts inside it.
+		c.parts = c.parts[:0]
+		return r
+	}
+	cp, err := dispatch.AssembleCheckpoint(e.Role, c.parts)
+	c.parts = c.parts[:0]
+	if err != nil {
+		r.Checkpoint.State = &LogCheckpointState{Error: err.Error()}
+		return r
+	}
+	st := &LogCheckpointState{Whole: len(cp.Commands), CompactIDs: len(cp.IDs),
+		IntakeTopic: cp.IntakeTopic, IntakePartition: cp.IntakePartition, IntakeNext: cp.IntakeNext}
+	for _, cmd := range cp.Commands {
+		switch cmd.Status {
+		case dispatch.StatusPending:
+			st.Pending++
+		case dispatch.StatusInDoubt:
+			st.InDoubt++
+		}
+	}
+	r.Checkpoint.State = st
+	return r
 }
 
 // record flattens one entry.
@@ -558,8 +640,27 @@ func record(e dispatch.Entry) LogRecord {
 	case e.Intake != nil:
 		from, next := e.Intake.FromOffset, e.Intake.NextOffset
 		r.IntakeFrom, r.IntakeNext = &from, &next
+	case e.Checkpoint != nil:
+		p := e.Checkpoint
+		r.Checkpoint = &LogCheckpoint{Sequence: p.Sequence, Part: p.Part + 1, Parts: p.Parts, Bytes: len(p.Data)}
 	}
 	return r
+}
+
+// checkpointDetail is the one-line summary of a checkpoint record.
+func checkpointDetail(c *LogCheckpoint) string {
+	detail := fmt.Sprintf("checkpoint %d part %d/%d", c.Sequence, c.Part, c.Parts)
+	switch st := c.State; {
+	case st == nil:
+	case st.Error != "":
+		detail += ": does not decode: " + st.Error
+	default:
+		detail += fmt.Sprintf(": %d pending, %d in doubt, %d whole, %d compact IDs", st.Pending, st.InDoubt, st.Whole, st.CompactIDs)
+		if st.IntakeTopic != "" {
+			detail += fmt.Sprintf(", intake %s-%d@%d", st.IntakeTopic, st.IntakePartition, st.IntakeNext)
+		}
+	}
+	return detail
 }
 
 var recordsHeader = []string{"OFFSET", "TIME", "MEMBER", "TERM", "TOKEN", "KIND", "COMMAND", "DETAIL"}
@@ -578,6 +679,8 @@ func recordRow(r LogRecord) []string {
 		}
 	case r.IntakeNext != nil:
 		detail = fmt.Sprintf("requests %d..%d", *r.IntakeFrom, *r.IntakeNext)
+	case r.Checkpoint != nil:
+		detail = checkpointDetail(r.Checkpoint)
 	case r.Reason != "":
 		detail = "attempt " + strconv.Itoa(r.Attempt) + ": " + r.Reason
 	}
@@ -590,8 +693,9 @@ func recordRow(r LogRecord) []string {
 
 func recordsTable(entries []dispatch.Entry) table {
 	t := table{header: recordsHeader}
+	var cps checkpointParts
 	for _, e := range entries {
-		t.rows = append(t.rows, recordRow(record(e)))
+		t.rows = append(t.rows, recordRow(cps.record(e)))
 	}
 	return t
 }

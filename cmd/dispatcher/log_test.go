@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -65,5 +66,65 @@ func TestLogPrintsTerms(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("audit text lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestLogSummarisesCheckpoints prints a checkpoint of two parts: each part
+// shows its sequence and place, and the last one what the whole holds, in
+// the table and in JSON; a range that starts at the last part shows the
+// part alone.
+func TestLogSummarisesCheckpoints(t *testing.T) {
+	tok, err := coordination.NewFencingToken(7, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
+	cp := dispatch.Checkpoint{Window: dispatch.DefaultDedupWindow, IntakeTopic: "dispatch.requests", IntakePartition: 3, IntakeNext: 42,
+		Commands: []dispatch.CheckpointCommand{{Command: dispatch.Command{ID: "p1", Role: "r", SubmittedAt: at},
+			Status: dispatch.StatusPending, Attempt: dispatch.NoAttempt, Token: tok, First: 9}}}
+	const ids = 80_000 // more than one part holds
+	for i := range ids {
+		cp.IDs = append(cp.IDs, dispatch.CheckpointID{Hash: uint64(i) * 0x9e3779b97f4a7c15, First: int64(2 * i), Outcome: int64(2*i + 1), SubmittedAt: at})
+	}
+	parts, err := dispatch.EncodeCheckpoint("r", 5, cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(parts) != 2 {
+		t.Fatalf("%d parts, want 2", len(parts))
+	}
+	var entries []dispatch.Entry
+	for i := range parts {
+		entries = append(entries, dispatch.Entry{Offset: int64(200_000 + i), Kind: dispatch.EntryCheckpoint, Role: "r", Token: tok,
+			Member: "node-1", At: at, Checkpoint: &parts[i]})
+	}
+
+	recs := records(entries)
+	if c := recs[0].Checkpoint; c == nil || c.Sequence != 5 || c.Part != 1 || c.Parts != 2 || c.State != nil {
+		t.Errorf("first part: %+v", c)
+	}
+	want := LogCheckpointState{Pending: 1, Whole: 1, CompactIDs: ids, IntakeTopic: "dispatch.requests", IntakePartition: 3, IntakeNext: 42}
+	if c := recs[1].Checkpoint; c == nil || c.Part != 2 || c.State == nil || *c.State != want {
+		t.Errorf("last part: %+v", c)
+	}
+	js, err := json.Marshal(recs[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{`"kind":"checkpoint"`, `"sequence":5`, `"part":2`, `"parts":2`, `"pending":1`, `"compact_ids":80000`, `"intake_next":42`} {
+		if !strings.Contains(string(js), w) {
+			t.Errorf("JSON %s lacks %s", js, w)
+		}
+	}
+
+	rows := recordsTable(entries).rows
+	if got := rows[0][len(rows[0])-1]; got != "checkpoint 5 part 1/2" {
+		t.Errorf("first row %q", got)
+	}
+	if got, w := rows[1][len(rows[1])-1], "checkpoint 5 part 2/2: 1 pending, 0 in doubt, 1 whole, 80000 compact IDs, intake dispatch.requests-3@42"; got != w {
+		t.Errorf("last row %q, want %q", got, w)
+	}
+	if c := records(entries[1:])[0].Checkpoint; c == nil || c.Part != 2 || c.State != nil {
+		t.Errorf("a last part without the first: %+v", c)
 	}
 }

@@ -1,0 +1,174 @@
+package dispatch
+
+import (
+	"context"
+	"time"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+)
+
+// clientSearchStep is the first step of a lookup's backward search for the
+// role's newest checkpoint. It is smaller than the leader's checkpoint
+// interval: a checkpoint usually lies near the end, and the doubling steps
+// read at most about twice the offsets between it and the end.
+const clientSearchStep = 1024
+
+// logSearch is what a lookup without a hint learnt from the end of the
+// role's partition.
+type logSearch struct {
+	checkpointSearch
+
+	// since is the start of the lookup window, and end the high watermark
+	// the search began at.
+	since time.Time
+	end   int64
+}
+
+// searchLog searches the lookup window of the role's partition backwards
+// from the high watermark for the role's newest checkpoint. Without one it
+// has read the whole window, as a lookup did before checkpoints. A
+// checkpoint written before the window is not looked for: a command that
+// old has left the dispatcher's dedup window.
+func (c *Client) searchLog(ctx context.Context, tp coordination.TopicPartition, role string) (logSearch, error) {
+	s := logSearch{since: time.Now().Add(-c.cfg.lookupWindow)}
+	from, err := c.reader.OffsetAt(ctx, tp, s.since)
+	if err != nil {
+		return s, err
+	}
+	start, end, err := c.reader.Bounds(ctx, tp)
+	if err != nil {
+		return s, err
+	}
+	s.end = end
+	s.checkpointSearch, err = searchCheckpoint(ctx, role, max(from, start), end, clientSearchStep, c.readRange(tp))
+	return s, err
+}
+
+func (c *Client) readRange(tp coordination.TopicPartition) func(ctx context.Context, from, to int64) ([]Entry, error) {
+	return func(ctx context.Context, from, to int64) ([]Entry, error) {
+		return c.reader.ReadRange(ctx, tp, LogRange{From: from, Until: to})
+	}
+}
+
+// tail returns the role's records the search read after the checkpoint, or
+// all it read when it found none.
+func (s *logSearch) tail() []Entry {
+	if !s.found {
+		return s.entries
+	}
+	for i := range s.entries {
+		if s.entries[i].Offset > s.at {
+			return s.entries[i:]
+		}
+	}
+	return nil
+}
+
+// wholeCommand returns the checkpoint's command id when it holds it whole.
+func (s *logSearch) wholeCommand(id string) (CheckpointCommand, bool) {
+	if s.found {
+		for _, cmd := range s.cp.Commands {
+			if cmd.Command.ID == id {
+				return cmd, true
+			}
+		}
+	}
+	return CheckpointCommand{}, false
+}
+
+// compactIDs returns the checkpoint's compact IDs whose hash is id's: those
+// of id, and of any command whose ID shares its hash.
+func (s *logSearch) compactIDs(id string) []CheckpointID {
+	if !s.found {
+		return nil
+	}
+	h := IDHash(id)
+	var ids []CheckpointID
+	for _, cid := range s.cp.IDs {
+		if cid.Hash == h {
+			ids = append(ids, cid)
+		}
+	}
+	return ids
+}
+
+// statusWithoutHint is Status without a hint: it reads the records of id
+// that the role's newest checkpoint points to, or the tail after the
+// checkpoint when the checkpoint does not hold id, and searches the lookup
+// window only when the role has no checkpoint in it.
+func (c *Client) statusWithoutHint(ctx context.Context, tp coordination.TopicPartition, role, id string) (*CommandHistory, error) {
+	s, err := c.searchLog(ctx, tp, role)
+	if err != nil {
+		return nil, err
+	}
+	if cmd, ok := s.wholeCommand(id); ok {
+		from := cmd.First
+		if from < 0 {
+			// Its writer could not tell where its records start.
+			if from, err = c.reader.OffsetAt(ctx, tp, s.since); err != nil {
+				return nil, err
+			}
+		}
+		entries, err := c.reader.ReadRange(ctx, tp, LogRange{From: from, Until: s.end})
+		if err != nil {
+			return nil, err
+		}
+		if h, ok := Replay(entries).Command(role, id); ok {
+			return h, nil
+		}
+	}
+	for _, cid := range s.compactIDs(id) {
+		entries, err := c.reader.ReadRange(ctx, tp, LogRange{From: cid.First, Until: cid.Outcome + 1})
+		if err != nil {
+			return nil, err
+		}
+		// Replay names commands by their full ID: a command whose ID
+		// shares the hash is not taken for id.
+		if h, ok := Replay(entries).Command(role, id); ok {
+			return h, nil
+		}
+	}
+	if h, ok := Replay(s.tail()).Command(role, id); ok {
+		return h, nil
+	}
+	return nil, &OutsideLookupWindowError{ID: id, Since: s.since, Window: c.cfg.lookupWindow}
+}
+
+// waitStart is where Wait without a hint starts: the outcome of id when the
+// role's newest checkpoint or the records after it already settle it, or
+// else the offset to follow the log from. Every record of the role before
+// that offset has been looked at.
+func (c *Client) waitStart(ctx context.Context, tp coordination.TopicPartition, role, id string) (Outcome, bool, int64, error) {
+	s, err := c.searchLog(ctx, tp, role)
+	if err != nil {
+		return Outcome{}, false, 0, err
+	}
+	if cmd, ok := s.wholeCommand(id); ok && cmd.Status != StatusPending {
+		return cmd.Outcome, true, 0, nil
+	}
+	for _, cid := range s.compactIDs(id) {
+		entries, err := c.reader.ReadRange(ctx, tp, LogRange{From: cid.First, Until: cid.Outcome + 1})
+		if err != nil {
+			return Outcome{}, false, 0, err
+		}
+		if o, ok := settling(entries, role, id); ok {
+			return o, true, 0, nil
+		}
+	}
+	if o, ok := settling(s.tail(), role, id); ok {
+		return o, true, 0, nil
+	}
+	return Outcome{}, false, s.end, nil
+}
+
+// settling returns the first outcome of id among entries that is terminal
+// or in doubt, as Wait does.
+func settling(entries []Entry, role, id string) (Outcome, bool) {
+	for _, e := range entries {
+		if e.Role == role && e.Kind == EntryOutcome && e.Outcome != nil && e.Outcome.CommandID == id &&
+			(e.Outcome.Status.Terminal() || e.Outcome.Status == StatusInDoubt) {
+			return *e.Outcome, true
+		}
+	}
+	return Outcome{}, false
+}
