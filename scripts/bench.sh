@@ -53,7 +53,13 @@ mkdir -p "$bin"
 if [ -d test/bench/history ]; then
 	fragment=$bin/history.md
 	rm -f "$fragment"
-	(cd test/bench && go run ./history/cmd/benchhistory -out "$fragment")
+	history_args=()
+	# A quick run measures the cost against a short history only; the full
+	# run fills the role's partition with a million commands.
+	for arg in "$@"; do
+		[ "$arg" = -quick ] && history_args=(-sizes 0,20000 -further 20000 -samples 3)
+	done
+	(cd test/bench && go run ./history/cmd/benchhistory -out "$fragment" "${history_args[@]}")
 	if [ -s "$fragment" ]; then
 		awk -v fragment="$fragment" '
 			$0 == "<!-- cost-against-history:begin -->" { print; while ((getline line < fragment) > 0) print line; skip = 1; next }
