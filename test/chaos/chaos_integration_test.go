@@ -58,7 +58,7 @@ func TestChaosTwoMinutes(t *testing.T) {
 	defer cancel()
 	res, err := Run(ctx, Config{
 		Brokers: addrs, KafkaScript: script, DispatcherBin: bin, MQTT: mqttURL, Dir: filepath.Join(dir, "run"),
-		Duration: duration, Settle: 2 * time.Minute, Seed: seed, Members: 3, SecondRole: 2, Rate: 10,
+		Duration: duration, Settle: 2 * time.Minute, Seed: seed, Members: 3, SecondRole: 2, Rate: 6,
 		Lease: 4 * time.Second, Reader: reader, Out: testWriter{t},
 	})
 	if err != nil {

@@ -20,8 +20,8 @@ import (
 
 // client submits commands at the configured rate until the returned stop
 // function is called: every other one to the requests topic, the others to
-// a member's HTTP API, spread over the roles in proportion to their
-// members. Stop returns the IDs that were accepted, which it also writes to
+// a member's HTTP API, spread evenly over the roles (see submissionTarget).
+// Each command's deadline is the run's CommandTimeout. Stop returns the IDs that were accepted, which it also writes to
 // accepted.txt: a produce the cluster acknowledged (acks=all), or a
 // submission whose outcome a member reported (see submitHTTP).
 func (r *run) client(ctx context.Context) (io.Closer, func() []string, error) {
@@ -63,10 +63,7 @@ func (r *run) client(ctx context.Context) (io.Closer, func() []string, error) {
 			r.submitted[path+" unconfirmed"]++
 		}
 	}
-	byRole := map[string][]*member{}
-	for _, m := range r.members {
-		byRole[m.role] = append(byRole[m.role], m)
-	}
+	roles := membersByRole(r.members)
 	stopc := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -81,7 +78,7 @@ func (r *run) client(ctx context.Context) (io.Closer, func() []string, error) {
 				return
 			case <-tick.C:
 			}
-			m := r.members[r.rngIntN(len(r.members))]
+			m := submissionTarget(n, roles, r.rngIntN)
 			now := time.Now()
 			device := PlainDevice
 			if n%4 < 2 {
@@ -89,7 +86,7 @@ func (r *run) client(ctx context.Context) (io.Closer, func() []string, error) {
 			}
 			cmd := dispatch.Command{
 				ID: fmt.Sprintf("%s-%06d", m.name[:1], n), Role: m.role, Device: device, Action: "set",
-				Payload: []byte(fmt.Sprintf("value-%d", n)), SubmittedAt: now, Deadline: now.Add(5 * time.Minute),
+				Payload: []byte(fmt.Sprintf("value-%d", n)), SubmittedAt: now, Deadline: now.Add(r.cfg.CommandTimeout),
 			}
 			inflight.Add(1)
 			if n%2 == 0 {
@@ -122,6 +119,35 @@ func (r *run) client(ctx context.Context) (io.Closer, func() []string, error) {
 	return f, stop, nil
 }
 
+// membersByRole groups members by role, the roles in the order of their
+// first member.
+func membersByRole(members []*member) [][]*member {
+	var roles [][]*member
+	index := map[string]int{}
+	for _, m := range members {
+		i, ok := index[m.role]
+		if !ok {
+			i = len(roles)
+			index[m.role] = i
+			roles = append(roles, nil)
+		}
+		roles[i] = append(roles[i], m)
+	}
+	return roles
+}
+
+// submissionTarget picks the member that submission n goes to: the roles
+// take turns by blocks of four submissions, so that each role receives
+// Rate/len(roles) commands a second with both devices and both paths in
+// equal shares (n%4 picks them), and a member of the role is drawn by intN.
+// Only one member of a role dispatches, whatever the role's size, so a
+// share in proportion to the members would load the role with more of them
+// beyond what its one leader's device lanes carry.
+func submissionTarget(n int, roles [][]*member, intN func(int) int) *member {
+	role := roles[(n/4)%len(roles)]
+	return role[intN(len(role))]
+}
+
 // errNotAccepted reports a submission that the API did not accept.
 var errNotAccepted = errors.New("chaos: submission not accepted")
 
@@ -145,7 +171,7 @@ func settledState(st string) bool {
 // others, for up to 30 s. It follows a standby's redirect to the leader.
 func (r *run) submitHTTP(ctx context.Context, c *http.Client, base string, cmd dispatch.Command) error {
 	body, err := json.Marshal(map[string]string{"id": cmd.ID, "device": cmd.Device, "action": cmd.Action,
-		"payload": string(cmd.Payload), "timeout": "5m"})
+		"payload": string(cmd.Payload), "timeout": r.cfg.CommandTimeout.String()})
 	if err != nil {
 		return err
 	}

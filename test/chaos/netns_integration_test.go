@@ -4,10 +4,12 @@ package chaos
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -135,4 +137,65 @@ func leftoverNamespaces(id string) ([]string, error) {
 		}
 	}
 	return left, nil
+}
+
+// TestNetLabCutLinkKeepsTheHostsTrafficIn proves that a member cut from its
+// devices is cut for the harness too: a connection from the host to the
+// member's HTTP API address (the namespace end of the device link, port
+// 8080 as the members listen) fails with no route to host while the link is
+// down, instead of leaving by the host's default route to whatever answers
+// there, and connects again once the link is up.
+func TestNetLabCutLinkKeepsTheHostsTrafficIn(t *testing.T) {
+	id := fmt.Sprintf("t%03x", time.Now().UnixNano()%0xfff)
+	lab, err := newNetLab(id, 251, []string{"m1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := lab.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	n := lab.node("m1")
+	api := net.JoinHostPort(n.dPeerIP(), "8080")
+	var ln net.Listener
+	if err := inNamespace(n.ns, func() error {
+		var err error
+		ln, err = net.Listen("tcp", api)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	dial := func() error {
+		c, err := net.DialTimeout("tcp", api, 2*time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	if err := dial(); err != nil {
+		t.Fatalf("the member's API address from the host, link up: %v", err)
+	}
+	if err := lab.setLink("m1", false, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := dial(); !errors.Is(err, syscall.EHOSTUNREACH) {
+		t.Fatalf("a connection to %s across a device link that is down: got %v, want no route to host", api, err)
+	}
+	if err := lab.setLink("m1", false, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := dial(); err != nil {
+		t.Fatalf("the member's API address from the host after the link healed: %v", err)
+	}
 }

@@ -31,7 +31,12 @@ import (
 // member's HTTP API at the namespace end of it. Setting a link down cuts
 // exactly the traffic that crosses it; the connections stall, as they do
 // when a cable is pulled, and resume when it comes back before they time
-// out.
+// out. A link that is down takes its /30 route with it, so the host holds an
+// unreachable route for the lab's whole /16 beneath the links' routes: a
+// connection of the harness to a cut member (an operator's resolve, an HTTP
+// submission) fails with "no route to host", where without it the host
+// would send it out of its default route, to whatever answers for that
+// address there.
 //
 // The forwarders toward the brokers dial from 127.0.0.2, so that a packet
 // filter can cut one broker from the others (every other client on
@@ -42,13 +47,17 @@ type netLab struct {
 	table  string // the nftables table of the broker cuts
 	nodes  []*netNode
 
-	mu        sync.Mutex
-	closed    bool
-	listeners []net.Listener
-	conns     map[net.Conn]struct{}
-	wg        sync.WaitGroup
-	cuts      map[int]bool // brokers cut by the packet filter, by index
+	mu          sync.Mutex
+	closed      bool
+	listeners   []net.Listener
+	conns       map[net.Conn]struct{}
+	wg          sync.WaitGroup
+	cuts        map[int]bool // brokers cut by the packet filter, by index
+	unreachable bool         // the route of prefix() is the lab's
 }
+
+// prefix is the /16 that holds every address of the lab.
+func (l *netLab) prefix() string { return fmt.Sprintf("10.%d.0.0/16", l.subnet) }
 
 // netNode is the network of one member.
 type netNode struct {
@@ -85,6 +94,11 @@ func newNetLab(id string, subnet int, members []string) (*netLab, error) {
 			return nil, err
 		}
 	}
+	if err := netCmd("ip", "route", "replace", "unreachable", l.prefix()); err != nil {
+		l.Close()
+		return nil, err
+	}
+	l.unreachable = true
 	if err := netCmd("nft", "add", "table", "inet", l.table); err != nil {
 		l.Close()
 		return nil, err
@@ -371,6 +385,9 @@ func (l *netLab) Close() error {
 	var errs []error
 	if err := netCmd("nft", "list", "table", "inet", l.table); err == nil {
 		errs = append(errs, netCmd("nft", "delete", "table", "inet", l.table))
+	}
+	if l.unreachable {
+		errs = append(errs, netCmd("ip", "route", "del", "unreachable", l.prefix()))
 	}
 	for _, n := range l.nodes {
 		// Deleting one end of a veth pair deletes the other; deleting the

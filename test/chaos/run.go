@@ -48,8 +48,16 @@ type Config struct {
 	Duration time.Duration
 
 	// Settle bounds the wait, after the faults stop, for every accepted
-	// command to reach an outcome.
+	// command to reach an outcome. It must outlast CommandTimeout: a
+	// command that no leader could dispatch by its deadline gets its
+	// outcome, expired, without a device call, so a settle period beyond
+	// the deadline of the last command submitted leaves no command without
+	// an outcome for lack of time, only for a fault of the dispatcher.
 	Settle time.Duration
+
+	// CommandTimeout is each command's time to live, from its submission
+	// to its deadline; 0 means DefaultCommandTimeout.
+	CommandTimeout time.Duration
 
 	// Seed seeds every random choice; the run prints it.
 	Seed uint64
@@ -75,6 +83,15 @@ type Config struct {
 	// Out receives the progress lines; nil discards them.
 	Out io.Writer
 }
+
+// DefaultCommandTimeout is the commands' time to live when
+// Config.CommandTimeout is 0. It keeps the backlog that a stretch of faults
+// leaves within what a leader drains in a settle period of two minutes.
+const DefaultCommandTimeout = time.Minute
+
+// ErrSettleWithinTimeout refuses a Config whose settle period does not
+// outlast its command timeout.
+var ErrSettleWithinTimeout = errors.New("chaos: Config.Settle must outlast Config.CommandTimeout, the deadline of the last command submitted")
 
 // Result is a finished run: the checker's report and what the run did.
 type Result struct {
@@ -120,6 +137,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Members < 2 || cfg.SecondRole == 1 || cfg.DispatcherBin == "" || cfg.KafkaScript == "" || cfg.MQTT == "" || len(cfg.Brokers) == 0 || cfg.Rate <= 0 || cfg.Lease <= 0 {
 		return Result{}, errors.New("chaos: Config needs two Members or more, SecondRole 0 or two or more, DispatcherBin, KafkaScript, MQTT, Brokers, Rate and Lease")
 	}
+	if cfg.CommandTimeout == 0 {
+		cfg.CommandTimeout = DefaultCommandTimeout
+	}
+	if cfg.CommandTimeout < 0 || cfg.Settle <= cfg.CommandTimeout {
+		return Result{}, fmt.Errorf("%w: settle %v, command timeout %v", ErrSettleWithinTimeout, cfg.Settle, cfg.CommandTimeout)
+	}
 	if cfg.Out == nil {
 		cfg.Out = io.Discard
 	}
@@ -144,8 +167,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	name := fmt.Sprintf("chaos-%d-%s", time.Now().Unix(), r.id)
 	r.logTopic, r.reqTopic, r.stateTopic = name+"-log", name+"-requests", name+"-state"
 	r.prefix = "kd/" + name
-	r.logf("seed %d, run %s, %d+%d members, %s of faults, %.0f commands/s, lease %s, margin %s, skew assumption %s",
-		cfg.Seed, name, cfg.Members, cfg.SecondRole, cfg.Duration, cfg.Rate, cfg.Lease, r.margin, r.skew)
+	r.logf("seed %d, run %s, %d+%d members, %s of faults, %.0f commands/s with a timeout of %s, lease %s, margin %s, skew assumption %s",
+		cfg.Seed, name, cfg.Members, cfg.SecondRole, cfg.Duration, cfg.Rate, cfg.CommandTimeout, cfg.Lease, r.margin, r.skew)
 	for _, topic := range []string{r.logTopic, r.reqTopic, r.stateTopic} {
 		tctx, cancel := context.WithTimeout(ctx, time.Minute)
 		err := createTopic(tctx, cfg.Brokers, topic)
@@ -523,7 +546,8 @@ func (r *run) stopMembers() {
 // settle waits until every accepted command has an outcome in the log, or
 // the settle period ends, and returns how many did not.
 func (r *run) settle(ctx context.Context, ids []string) (int, error) {
-	deadline := time.Now().Add(r.cfg.Settle)
+	start := time.Now()
+	deadline := start.Add(r.cfg.Settle)
 	tp := coordination.TopicPartition{Topic: r.logTopic, Partition: 0}
 	for {
 		log, err := readLog(ctx, r.cfg.Brokers, tp)
@@ -542,6 +566,7 @@ func (r *run) settle(ctx context.Context, ids []string) (int, error) {
 				}
 			}
 			if missing == 0 {
+				r.logf("every accepted command has an outcome, %s into the settle period", time.Since(start).Round(time.Second))
 				return 0, nil
 			}
 		}

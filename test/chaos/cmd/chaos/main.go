@@ -48,7 +48,8 @@ func run() (bool, error) {
 	settle := flag.Duration("settle", 2*time.Minute, "bound on the wait for every accepted command to reach an outcome")
 	seed := flag.Uint64("seed", 0, "random seed (0 picks one from the clock)")
 	members := flag.Int("members", 3, "members of the first role")
-	rate := flag.Float64("rate", 10, "commands submitted per second")
+	rate := flag.Float64("rate", 6, "commands submitted per second, split evenly over the roles")
+	commandTimeout := flag.Duration("command-timeout", chaos.DefaultCommandTimeout, "each command's time to live (below -settle)")
 	lease := flag.Duration("lease", 4*time.Second, "lease duration of the members")
 	render := flag.String("render", "", "print the Markdown report of the finished run in this directory, and run nothing")
 	flag.Parse()
@@ -71,7 +72,7 @@ func run() (bool, error) {
 	defer stop()
 	res, err := chaos.Run(ctx, chaos.Config{
 		Brokers: strings.Split(*brokers, ","), KafkaScript: *script, DispatcherBin: *dispatcherBin, MQTT: *mqttURL, Dir: *dir,
-		Duration: *duration, Settle: *settle, Seed: *seed, Members: *members, SecondRole: *second, Rate: *rate, Lease: *lease,
+		Duration: *duration, Settle: *settle, CommandTimeout: *commandTimeout, Seed: *seed, Members: *members, SecondRole: *second, Rate: *rate, Lease: *lease,
 		Reader: reader, Out: os.Stdout,
 	})
 	if err != nil {
