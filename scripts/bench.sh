@@ -62,7 +62,7 @@ if [ -d test/bench/history ]; then
 	(cd test/bench && go run ./history/cmd/benchhistory -out "$fragment" "${history_args[@]}")
 	if [ -s "$fragment" ]; then
 		awk -v fragment="$fragment" '
-			$0 == "<!-- cost-against-history:begin -->" { print; while ((getline line < fragment) > 0) print line; skip = 1; next }
+			$0 == "<!-- cost-against-history:begin -->" { print; while ((getline line < fragment) > 0) if (line != "## Cost against history") print line; skip = 1; next }
 			$0 == "<!-- cost-against-history:end -->" { skip = 0 }
 			!skip { print }
 		' docs/PERFORMANCE.md >"$bin/PERFORMANCE.md"
