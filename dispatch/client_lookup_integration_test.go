@@ -238,10 +238,14 @@ func TestLookupsWithoutHintReadTheCheckpoint(t *testing.T) {
 	// The history is two hours old, so that a lookup by time after it does
 	// not start inside it.
 	now := time.Now().Add(-2 * time.Hour).Truncate(time.Millisecond)
+	// One transaction: a commit marker carries the time of the commit, now,
+	// and a lookup by time after the history would start at the first one.
+	var old []Entry
 	for i := range batches {
-		batch := settled("", fmt.Sprintf("old%d", i), history/batches)
-		w.bulk(ctx, now, append(batch, settled("other-role", fmt.Sprintf("n%d", i), 1000)...))
+		old = append(old, settled("", fmt.Sprintf("old%d", i), history/batches)...)
+		old = append(old, settled("other-role", fmt.Sprintf("n%d", i), 1000)...)
 	}
+	w.bulk(ctx, now, old)
 	w.write(ctx, true, issuedEntry("pending"))
 
 	// The checkpoint a leader would write: the offsets are read back with
