@@ -303,8 +303,9 @@ func LookupFromOffset(offset int64) LookupOption {
 // [LookupSince] of its SubmittedAt does. [Client.Wait] given it also knows
 // when the leader took the request in: when the transaction that took it in
 // holds no record of the command (a second submission of a command that the
-// dispatcher already holds), it searches the lookup window before it for
-// the command's earlier records.
+// dispatcher already holds), it finds the command's earlier records as a
+// lookup without a hint does: where the role's newest checkpoint points,
+// or in the lookup window when the role has none there.
 func LookupAfter(r Receipt) LookupOption {
 	return func(l *lookup) { *l = lookup{since: r.SubmittedAt, receipt: &r} }
 }
@@ -425,24 +426,24 @@ func covers(e Entry, r Receipt) bool {
 		in.FromOffset <= r.Offset && r.Offset < in.NextOffset
 }
 
-// earlier searches the lookup window before offset until for the history of
-// a command whose request was taken in with no record of its own. It
-// returns the outcome and true when the history settled it, false when the
-// command is still open, and an error when the window holds no record of it.
+// earlier finds, before offset until, the history of a command whose
+// request was taken in with no record of its own: where the role's newest
+// checkpoint points, or in the lookup window when the role has no
+// checkpoint there. It returns the outcome and true when the history
+// settled it, false when the command is still open, and an error when the
+// log holds no record of it.
 func (c *Client) earlier(ctx context.Context, tp coordination.TopicPartition, role, id string, until int64) (Outcome, bool, error) {
-	since := time.Now().Add(-c.cfg.lookupWindow)
-	from, err := c.reader.OffsetAt(ctx, tp, since)
+	s, err := c.searchLog(ctx, tp, role)
 	if err != nil {
 		return Outcome{}, false, err
 	}
-	entries, err := c.reader.ReadRange(ctx, tp, LogRange{From: from, Until: until})
+	h, ok, err := c.commandHistory(ctx, tp, role, id, &s, until)
 	if err != nil {
 		return Outcome{}, false, err
 	}
-	h, ok := Replay(entries).Command(role, id)
 	if !ok {
 		return Outcome{}, false, fmt.Errorf("dispatch: wait for %q: the leader took its request in with no record of it: %w",
-			id, &OutsideLookupWindowError{ID: id, Since: since, Window: c.cfg.lookupWindow})
+			id, &OutsideLookupWindowError{ID: id, Since: s.since, Window: c.cfg.lookupWindow})
 	}
 	for i := len(h.Outcomes) - 1; i >= 0; i-- {
 		if o := h.Outcomes[i].Outcome; o.Status.Terminal() || o.Status == StatusInDoubt {

@@ -101,37 +101,58 @@ func (c *Client) statusWithoutHint(ctx context.Context, tp coordination.TopicPar
 	if err != nil {
 		return nil, err
 	}
+	h, ok, err := c.commandHistory(ctx, tp, role, id, &s, s.end)
+	switch {
+	case err != nil:
+		return nil, err
+	case ok:
+		return h, nil
+	}
+	return nil, &OutsideLookupWindowError{ID: id, Since: s.since, Window: c.cfg.lookupWindow}
+}
+
+// commandHistory returns the history of id that the records before until
+// give, read where s points: at the offsets the checkpoint holds for id,
+// or among the records after the checkpoint (or in the window, without
+// one) that s read.
+func (c *Client) commandHistory(ctx context.Context, tp coordination.TopicPartition, role, id string, s *logSearch, until int64) (*CommandHistory, bool, error) {
 	if cmd, ok := s.wholeCommand(id); ok {
 		from := cmd.First
 		if from < 0 {
 			// Its writer could not tell where its records start.
+			var err error
 			if from, err = c.reader.OffsetAt(ctx, tp, s.since); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 		}
-		entries, err := c.reader.ReadRange(ctx, tp, LogRange{From: from, Until: s.end})
+		entries, err := c.reader.ReadRange(ctx, tp, LogRange{From: from, Until: until})
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if h, ok := Replay(entries).Command(role, id); ok {
-			return h, nil
+			return h, true, nil
 		}
 	}
 	for _, cid := range s.compactIDs(id) {
-		entries, err := c.reader.ReadRange(ctx, tp, LogRange{From: cid.First, Until: cid.Outcome + 1})
+		entries, err := c.reader.ReadRange(ctx, tp, LogRange{From: cid.First, Until: min(cid.Outcome+1, until)})
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		// Replay names commands by their full ID: a command whose ID
 		// shares the hash is not taken for id.
 		if h, ok := Replay(entries).Command(role, id); ok {
-			return h, nil
+			return h, true, nil
 		}
 	}
-	if h, ok := Replay(s.tail()).Command(role, id); ok {
-		return h, nil
+	tail := s.tail()
+	for i := range tail {
+		if tail[i].Offset >= until {
+			tail = tail[:i]
+			break
+		}
 	}
-	return nil, &OutsideLookupWindowError{ID: id, Since: s.since, Window: c.cfg.lookupWindow}
+	h, ok := Replay(tail).Command(role, id)
+	return h, ok, nil
 }
 
 // waitStart is where Wait without a hint starts: the outcome of id when the

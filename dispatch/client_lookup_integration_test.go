@@ -209,9 +209,11 @@ func TestLookupsDoNotScan(t *testing.T) {
 // and Wait without a hint then read a bounded number of records, not the
 // history: for a settled command deep in the history, for the pending one
 // before and after its outcome, for a command only after the checkpoint,
-// and for an unknown ID, whose hash the checkpoint holds for another
-// command's record, as a collision would: it is answered unknown, not with
-// that command.
+// for an unknown ID, whose hash the checkpoint holds for another command's
+// record, as a collision would: it is answered unknown, not with that
+// command. Wait after the receipt of a second submission of a settled
+// command, which the leader takes in with no record of its own, finds the
+// outcome where the checkpoint points, not in the whole window.
 func TestLookupsWithoutHintReadTheCheckpoint(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
@@ -233,11 +235,17 @@ func TestLookupsWithoutHintReadTheCheckpoint(t *testing.T) {
 	w := newLogWriter(t, brokers, tp, role, "node-1", kafkatest.UniqueName(t, "txn"), kgo.ProducerBatchMaxBytes(32<<10))
 
 	const history, batches = 50_000, 5
-	now := time.Now().Truncate(time.Millisecond)
+	// The history is two hours old, so that a lookup by time after it does
+	// not start inside it.
+	now := time.Now().Add(-2 * time.Hour).Truncate(time.Millisecond)
+	// One transaction: a commit marker carries the time of the commit, now,
+	// and a lookup by time after the history would start at the first one.
+	var old []Entry
 	for i := range batches {
-		batch := settled("", fmt.Sprintf("old%d", i), history/batches)
-		w.bulk(ctx, now, append(batch, settled("other-role", fmt.Sprintf("n%d", i), 1000)...))
+		old = append(old, settled("", fmt.Sprintf("old%d", i), history/batches)...)
+		old = append(old, settled("other-role", fmt.Sprintf("n%d", i), 1000)...)
 	}
+	w.bulk(ctx, now, old)
 	w.write(ctx, true, issuedEntry("pending"))
 
 	// The checkpoint a leader would write: the offsets are read back with
@@ -287,7 +295,7 @@ func TestLookupsWithoutHintReadTheCheckpoint(t *testing.T) {
 	}
 	// A checkpoint part is larger than the history's batches.
 	newLogWriter(t, brokers, tp, role, "node-1", kafkatest.UniqueName(t, "txn")).write(ctx, true, cpEntries...)
-	w.bulk(ctx, now, settled("other-role", "after", 200))
+	w.bulk(ctx, time.Now(), settled("other-role", "after", 200))
 	w.write(ctx, true, issuedEntry("fresh"), outcomeEntry("fresh", StatusSucceeded, FirstAttempt))
 
 	size := len(all)
@@ -341,6 +349,24 @@ func TestLookupsWithoutHintReadTheCheckpoint(t *testing.T) {
 			t.Errorf("wait for an unknown ID: %+v, %v; want it to wait", o, err)
 		}
 	})
+	// A second submission of a settled command, which the leader takes in
+	// with no record of its own: Wait after its receipt finds the outcome
+	// where the checkpoint points.
+	dup := sampleCommand()
+	dup.ID, dup.Role, dup.SubmittedAt = "old1-99", role, time.Now().Truncate(time.Millisecond)
+	dup.Deadline = dup.SubmittedAt.Add(time.Hour)
+	receipt, err := client.Send(ctx, dup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.write(ctx, true, Entry{Kind: EntryIntake, Intake: &IntakePosition{Topic: receipt.Requests.Topic, Partition: receipt.Requests.Partition,
+		FromOffset: receipt.Offset, NextOffset: receipt.Offset + 1}})
+	measure("Wait after the Send of a settled command", func() {
+		if o, err := client.Wait(ctx, role, "old1-99", LookupAfter(receipt)); err != nil || o.CommandID != "old1-99" || o.Status != StatusSucceeded {
+			t.Errorf("wait for a second submission: %+v, %v", o, err)
+		}
+	})
+
 	w.write(ctx, true, outcomeEntry("pending", StatusSucceeded, FirstAttempt))
 	status("pending", StatusSucceeded)
 	wait("pending")

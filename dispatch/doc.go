@@ -451,6 +451,14 @@
 // the checkpoint, not by the history ([RecoveryStats]). A partition without
 // a checkpoint of the role is read to its start, as without checkpoints.
 //
+// [Client.Status] and [Client.Wait] without a hint search the same way for
+// the role's newest checkpoint, from a smaller first step, and read a
+// command's records at the offsets the checkpoint holds for it, or, for a
+// command it does not hold, only the records after it; a command ID is
+// compared whole with the records read, so a hash that another command
+// shares gives no wrong answer. Only a role with no checkpoint in the
+// lookup window has the window read ([Client.RecordsRead] counts).
+//
 // # Audit
 //
 // The log alone tells what happened. [KafkaLogReader.ReadLog] reads a
