@@ -22,16 +22,7 @@ func TestLogOnRealCluster(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	const partitions = 3
-	logTopic := kafkatest.UniqueName(t, "dispatch.log")
-	requestsTopic := kafkatest.UniqueName(t, "dispatch.requests")
-	kafkatest.CreateTopic(t, brokers, logTopic, partitions, nil)
-	kafkatest.CreateTopic(t, brokers, requestsTopic, partitions, nil)
-	client, err := NewClient(brokers, WithClientLogTopic(logTopic, partitions), WithClientRequestsTopic(requestsTopic, partitions))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	client := newTopicClient(t, brokers)
 
 	role := kafkatest.UniqueName(t, "role")
 	cmd := sampleCommand()
@@ -104,4 +95,22 @@ func TestLogOnRealCluster(t *testing.T) {
 	if errors.As(err, &mre) {
 		t.Errorf("malformed record: %v", mre)
 	}
+}
+
+// newTopicClient creates a log and a requests topic of three partitions,
+// each of its own name, and returns a Client on them that is closed when the
+// test ends.
+func newTopicClient(t *testing.T, brokers []string) *Client {
+	t.Helper()
+	const partitions = 3
+	logTopic := kafkatest.UniqueName(t, "dispatch.log")
+	requestsTopic := kafkatest.UniqueName(t, "dispatch.requests")
+	kafkatest.CreateTopic(t, brokers, logTopic, partitions, nil)
+	kafkatest.CreateTopic(t, brokers, requestsTopic, partitions, nil)
+	client, err := NewClient(brokers, WithClientLogTopic(logTopic, partitions), WithClientRequestsTopic(requestsTopic, partitions))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	return client
 }

@@ -218,16 +218,7 @@ func TestLookupsWithoutHintReadTheCheckpoint(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
-	const partitions = 3
-	logTopic := kafkatest.UniqueName(t, "dispatch.log")
-	requestsTopic := kafkatest.UniqueName(t, "dispatch.requests")
-	kafkatest.CreateTopic(t, brokers, logTopic, partitions, nil)
-	kafkatest.CreateTopic(t, brokers, requestsTopic, partitions, nil)
-	client, err := NewClient(brokers, WithClientLogTopic(logTopic, partitions), WithClientRequestsTopic(requestsTopic, partitions))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	client := newTopicClient(t, brokers)
 	role := kafkatest.UniqueName(t, "role")
 	tp, _ := client.LogPartition(role)
 	// Record batches of some hundred records, as a leader's transactions
