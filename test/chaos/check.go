@@ -83,6 +83,11 @@ type Input struct {
 	// the check rests on did not hold for it.
 	Offsets map[string]time.Duration
 
+	// Clocks are the offsets that members' incarnations ran with, from
+	// the instant each started; they take the place of Offsets from then
+	// on. A member restarted with a new offset leaves a span each time.
+	Clocks []ClockSpan
+
 	// Stalls are the intervals during which a member was cut from its
 	// devices or paused. A call from that member that arrives during a
 	// stall, or within Transit after it, may have started long before it
@@ -343,4 +348,12 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// ClockSpan is the clock offset of a member's incarnation, from the
+// instant it started until the member's next span.
+type ClockSpan struct {
+	Member string        `json:"member"`
+	From   time.Time     `json:"from"`
+	Offset time.Duration `json:"offset"`
 }

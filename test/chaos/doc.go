@@ -11,8 +11,8 @@
 // zombie window), cuts it from its devices, kills (SIGKILL), pauses
 // (SIGSTOP) and restarts it under the same member ID, kills a broker or
 // cuts one from the others with a packet filter, skews members' clocks
-// within and beyond the safety margin (the test-only KRABKA_CLOCK_OFFSET of
-// the binary), makes devices slow, runs two roles whose members share one
+// within and beyond the safety margin, anew at each restart (the test-only
+// KRABKA_CLOCK_OFFSET of the binary), makes devices slow, runs two roles whose members share one
 // log partition and one requests partition, and has an operator resolve
 // commands in doubt with `dispatcher resolve`. Commands arrive both through
 // the requests topic and through the members' HTTP API.

@@ -70,7 +70,7 @@ func (r *run) inject(ctx context.Context) {
 		}
 		next = now.Add(r.gap())
 		switch p := r.float(); {
-		case p < 0.12 && broker.down == 0 && broker.cut == 0:
+		case p < 0.10 && broker.down == 0 && broker.cut == 0:
 			n := 1 + r.rngIntN(3)
 			r.logf("kill broker %d", n)
 			if err := exec.Command("bash", r.cfg.KafkaScript, "kill-broker", fmt.Sprint(n)).Run(); err != nil {
@@ -148,6 +148,7 @@ func (r *run) hurt(m *member, now time.Time) {
 			_ = m.cmd.Process.Signal(syscall.SIGKILL)
 			<-m.exited
 		}
+		r.reskew(m)
 		if err := r.start(m); err != nil {
 			r.logf("restart %s failed: %v", m.name, err)
 			m.down, m.restart = true, now.Add(time.Second)
@@ -247,6 +248,7 @@ func (r *run) housekeep(now time.Time, broker *brokerState) {
 		}
 		if m.down && !now.Before(m.restart) {
 			r.logf("start %s", m.name)
+			r.reskew(m)
 			if err := r.start(m); err != nil {
 				r.logf("start %s failed: %v", m.name, err)
 				m.restart = now.Add(time.Second)

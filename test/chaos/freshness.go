@@ -55,7 +55,7 @@ func checkFreshness(in Input, r *Report, add func(class, format string, args ...
 			if found && !at.After(limit) {
 				continue
 			}
-			if off := in.Offsets[c.Member]; off > in.Skew || -off > in.Skew {
+			if skewedBeyond(in, c.Member, at) {
 				r.StaleBeyondSkew++
 				continue
 			}
@@ -80,4 +80,24 @@ func stalled(stalls []Window, member string, t time.Time, transit time.Duration)
 		}
 	}
 	return false
+}
+
+// skewedBeyond reports whether member's clock was off by more than the skew
+// assumption at t, or Transit before it: a call that arrives just after a
+// restart may have left the incarnation before it.
+func skewedBeyond(in Input, member string, t time.Time) bool {
+	beyond := func(off time.Duration) bool { return off > in.Skew || -off > in.Skew }
+	return beyond(offsetAt(in, member, t)) || beyond(offsetAt(in, member, t.Add(-in.Transit)))
+}
+
+// offsetAt returns the clock offset of member at t: that of its latest
+// span begun by t, or its offset for the whole run.
+func offsetAt(in Input, member string, t time.Time) time.Duration {
+	off, from := in.Offsets[member], time.Time{}
+	for _, s := range in.Clocks {
+		if s.Member == member && !s.From.After(t) && !s.From.Before(from) {
+			off, from = s.Offset, s.From
+		}
+	}
+	return off
 }

@@ -90,6 +90,22 @@ func TestFreshnessAllowsTheAssumedSkewAndStalls(t *testing.T) {
 	if r := Check(in); !r.OK() || r.StaleBeyondSkew != 1 {
 		t.Fatalf("a call by a member skewed beyond the assumption: %+v, %d beyond skew; want none, 1", r.Violations, r.StaleBeyondSkew)
 	}
+	// A member restarted with its clock skewed beyond the assumption: the
+	// span of its new incarnation decides, and one that began after the
+	// call does not.
+	in = freshRun(t, t0, late)
+	in.Clocks = []ClockSpan{{Member: "m1", From: t0.Add(-time.Minute), Offset: 3 * time.Second}}
+	if r := Check(in); !r.OK() || r.StaleBeyondSkew != 1 {
+		t.Fatalf("a call by an incarnation skewed beyond the assumption: %+v, %d beyond skew; want none, 1", r.Violations, r.StaleBeyondSkew)
+	}
+	in.Clocks = append(in.Clocks, ClockSpan{Member: "m1", From: t0.Add(-time.Second), Offset: 0})
+	if r := Check(in); r.OK() {
+		t.Fatal("a stale call by an incarnation whose clock was right passed as skewed")
+	}
+	in.Clocks = []ClockSpan{{Member: "m1", From: t0.Add(time.Hour), Offset: 3 * time.Second}}
+	if r := Check(in); r.OK() {
+		t.Fatal("a span that began after the call decided its offset")
+	}
 	// The check is off without a margin, as for a run that has no leases.
 	in = freshRun(t, t0, late)
 	in.Margin = 0

@@ -58,7 +58,7 @@ func Markdown(res Result, facts RunFacts) string {
 			offsets = append(offsets, m+" "+o)
 		}
 		sort.Strings(offsets)
-		w("Roles sharing one log partition: %s. Clock offsets: %s; safety margin %s, skew assumption %s.\n\n",
+		w("Roles sharing one log partition: %s. Clock offsets at the first start: %s (each restart draws a new one); safety margin %s, skew assumption %s.\n\n",
 			strings.Join(roles, ", "), strings.Join(offsets, ", "), res.Margin, res.Skew)
 	}
 	w("| Faults injected | Count |\n|---|---:|\n")
@@ -79,8 +79,8 @@ func Markdown(res Result, facts RunFacts) string {
 			FaultStuckDevice: "device call answered after the members' reply timeout",
 			FaultResolve:     "`dispatcher resolve` of a command in doubt (redispatch or cancel)",
 			FaultResolveFail: "`dispatcher resolve` that no member carried out",
-			FaultSkewInside:  "member whose clock is skewed within the skew assumption",
-			FaultSkewBeyond:  "member whose clock is skewed beyond the safety margin",
+			FaultSkewInside:  "start of a member with its clock skewed within the skew assumption",
+			FaultSkewBeyond:  "start of a member with its clock skewed beyond the safety margin",
 		}[k]
 		if name == "" {
 			name = k

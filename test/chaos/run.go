@@ -288,7 +288,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	res := Result{
 		Report: Check(Input{Log: log, Fenced: fenced, Plain: plain, Accepted: ids,
-			Leases: leases, Margin: r.margin, Skew: r.skew, Transit: transitAllowance, Offsets: offsets, Stalls: r.stalls}),
+			Leases: leases, Margin: r.margin, Skew: r.skew, Transit: transitAllowance, Offsets: offsets, Clocks: r.clocks, Stalls: r.stalls}),
 		Seed:      cfg.Seed,
 		Duration:  cfg.Duration.String(),
 		Faults:    r.faults,
@@ -353,6 +353,7 @@ type run struct {
 	faults    map[string]int
 	submitted map[string]int
 	stalls    []Window
+	clocks    []ClockSpan // guarded by mu
 	resolved  map[string]bool
 }
 
@@ -389,7 +390,8 @@ func (r *run) secrets() error {
 	return nil
 }
 
-// skewMembers gives the members their clock offsets: in each role one
+// skewMembers gives the members their clock offsets for their first start
+// (reskew draws new ones at each restart): in each role one
 // member within the skew assumption, and one beyond the safety margin (the
 // last member of the first role runs behind, which stretches its freshness
 // past what the others read from its leases; the first member of the second
@@ -408,15 +410,26 @@ func (r *run) skewMembers() {
 	if len(b) > 0 {
 		b[0].offset = r.margin + time.Second
 	}
-	for _, m := range r.members {
-		switch {
-		case m.offset == 0:
-		case m.offset <= r.skew && m.offset >= -r.skew:
-			r.count(FaultSkewInside)
-		default:
-			r.count(FaultSkewBeyond)
-		}
+}
+
+// reskew draws a new clock offset for a member about to start again, as
+// a host whose clock was set wrong, or set right, between two runs of the
+// process: none, one within the skew assumption, or one beyond the safety
+// margin, ahead or behind. start counts each skewed start as a fault.
+func (r *run) reskew(m *member) {
+	sign := time.Duration(1)
+	if r.float() < 0.5 {
+		sign = -1
 	}
+	switch q := r.float(); {
+	case q < 0.4:
+		m.offset = 0
+	case q < 0.7:
+		m.offset = sign * time.Duration(float64(r.skew)*(0.2+0.8*r.float()))
+	default:
+		m.offset = sign * (r.margin + time.Duration(float64(time.Second)*(0.5+r.float())))
+	}
+	r.logf("%s starts with its clock offset by %s", m.name, m.offset.Round(time.Millisecond))
 }
 
 // The environment variables the members read their secrets from.
@@ -500,6 +513,7 @@ func (r *run) start(m *member) error {
 	if err != nil {
 		return err
 	}
+	started := time.Now()
 	// ip netns exec runs the binary in place of itself: the process is
 	// the dispatcher, and signals reach it.
 	cmd := exec.Command("ip", "netns", "exec", r.lab.node(m.name).ns, r.cfg.DispatcherBin, "run", "-c", m.config)
@@ -516,6 +530,16 @@ func (r *run) start(m *member) error {
 		close(exited)
 	}()
 	m.cmd, m.exited, m.paused, m.down = cmd, exited, false, false
+	r.mu.Lock()
+	r.clocks = append(r.clocks, ClockSpan{Member: m.name, From: started, Offset: m.offset})
+	r.mu.Unlock()
+	switch {
+	case m.offset == 0:
+	case m.offset <= r.skew && m.offset >= -r.skew:
+		r.count(FaultSkewInside)
+	default:
+		r.count(FaultSkewBeyond)
+	}
 	return nil
 }
 
