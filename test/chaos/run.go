@@ -111,7 +111,7 @@ type Result struct {
 	// submission whose outcome no member reported within 30 s).
 	Submitted map[string]int `json:"submitted"`
 
-	// Offsets are the members' clock offsets, Skew the skew assumption of
+	// Offsets are the members' clock offsets at their first start, Skew the skew assumption of
 	// the freshness check, and Margin the members' safety margin.
 	Offsets map[string]string `json:"clock_offsets"`
 	Skew    string            `json:"skew_assumption"`
@@ -283,9 +283,17 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	roles := map[string][]string{}
 	for _, m := range r.members {
 		roles[m.role] = append(roles[m.role], m.name)
-		offsets[m.name] = m.offset
-		shown[m.name] = m.offset.String()
 	}
+	// Offsets holds each member's first offset; the spans of r.clocks
+	// hold those of its restarts.
+	r.mu.Lock()
+	for _, c := range r.clocks {
+		if _, ok := offsets[c.Member]; !ok {
+			offsets[c.Member] = c.Offset
+			shown[c.Member] = c.Offset.String()
+		}
+	}
+	r.mu.Unlock()
 	res := Result{
 		Report: Check(Input{Log: log, Fenced: fenced, Plain: plain, Accepted: ids,
 			Leases: leases, Margin: r.margin, Skew: r.skew, Transit: transitAllowance, Offsets: offsets, Clocks: r.clocks, Stalls: r.stalls}),
