@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -195,6 +196,31 @@ type standby struct {
 	name   string
 	cancel context.CancelFunc
 	result chan standbyResult
+	epochs *epochWatch
+}
+
+// epochWatch is the transport of a standby, which notes when the standby
+// first called AcquireEpoch: the instant it challenged.
+type epochWatch struct {
+	*coordination.KafkaTransport
+	mu         sync.Mutex
+	challenged time.Time
+}
+
+func (w *epochWatch) AcquireEpoch(ctx context.Context, role coordination.Role) (coordination.FencingToken, error) {
+	w.mu.Lock()
+	if w.challenged.IsZero() {
+		w.challenged = time.Now()
+	}
+	w.mu.Unlock()
+	return w.KafkaTransport.AcquireEpoch(ctx, role)
+}
+
+// challengedAt returns when the standby first challenged, or the zero time.
+func (s *standby) challengedAt() time.Time {
+	s.epochs.mu.Lock()
+	defer s.epochs.mu.Unlock()
+	return s.epochs.challenged
 }
 
 type standbyResult struct {
@@ -208,9 +234,9 @@ type standbyResult struct {
 // order of the roster. The leadership it wins resigns at the end of the test.
 func startStandby(t *testing.T, env kafkaEnv, role coordination.Role, name string, opts ...coordination.Option) *standby {
 	t.Helper()
-	tr := env.transport(t, testLease(t))
+	tr := &epochWatch{KafkaTransport: env.transport(t, testLease(t))}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &standby{name: name, cancel: cancel, result: make(chan standbyResult, 1)}
+	s := &standby{name: name, cancel: cancel, result: make(chan standbyResult, 1), epochs: tr}
 	go func() {
 		l, err := coordination.AcquireLeadership(ctx, tr, role, member(t, name), opts...)
 		s.result <- standbyResult{l: l, err: err, at: time.Now()}

@@ -142,9 +142,9 @@ func TestKafkaLeadershipInvariants(t *testing.T) {
 }
 
 // TestKafkaCrashFailover: the holder is another process, killed with
-// SIGKILL. The rank 0 standby holds the role within the holder's last lease
-// deadline plus one poll interval (and the time of its challenge), never
-// before that deadline, and the rank 1 standby does not challenge: past its
+// SIGKILL. The rank 0 standby challenges within one poll interval after the
+// holder's last lease deadline, never before it, and holds the role once its
+// challenge completes; the rank 1 standby does not challenge: past its
 // own challenge instant, the rank 0 leadership still holds and is
 // authoritative.
 func TestKafkaCrashFailover(t *testing.T) {
@@ -196,16 +196,25 @@ func TestKafkaCrashFailover(t *testing.T) {
 
 		deadline := lastDeadline(t, role, holderMember)
 		late := r0.at.Sub(time.UnixMilli(deadline))
-		t.Logf("%s: s0 took the role %v after the holder's last deadline", env.name, late.Round(time.Millisecond))
-		if late < 0 {
-			t.Fatalf("s0 took the role %v before the holder's deadline", -late)
+		challenged := s0.challengedAt().Sub(time.UnixMilli(deadline))
+		t.Logf("%s: s0 challenged %v and took the role %v after the holder's last deadline", env.name,
+			challenged.Round(time.Millisecond), late.Round(time.Millisecond))
+		if challenged < 0 {
+			t.Fatalf("s0 challenged %v before the holder's deadline", -challenged)
 		}
-		// One read is at most one poll interval of wait; the challenge
-		// itself (InitProducerId, which aborts the dead holder's open
-		// transaction, the read after it, which finds the holder's lease
-		// expired, then the first lease write) gets a second.
-		if bound := poll + time.Second; late > bound {
-			t.Fatalf("s0 took the role %v after the deadline, above the bound of %v", late, bound)
+		// The protocol's bound is on the challenge: a standby notices the
+		// expired lease on the first read after the deadline, within one poll
+		// interval and that read. The challenge itself (InitProducerId, which
+		// aborts the dead holder's open transaction, the read after the
+		// fence, which finds the holder's lease expired, and the first lease
+		// write) takes some tens of milliseconds on a quiet machine; the
+		// suite's parallel tests under the race detector have stretched it
+		// past a second, so its bound is a liveness check, not a timing claim.
+		if bound := poll + 300*time.Millisecond; challenged > bound {
+			t.Fatalf("s0 challenged %v after the deadline, above the bound of %v", challenged, bound)
+		}
+		if took, bound := late-challenged, 3*time.Second; took > bound {
+			t.Fatalf("s0's challenge took %v, above %v", took, bound)
 		}
 
 		// Past the instant at which s1 would challenge the holder's lease,
