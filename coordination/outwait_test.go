@@ -3,6 +3,7 @@ package coordination
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -35,6 +36,48 @@ func (o *opLog) after(op string) []string {
 	return nil
 }
 
+// outwaitScene is a leader whose transport has failed, so that its
+// renewals fail from then on, and a standby that contends for its role
+// through a transport with the given fault hook, which the scene is passed
+// to.
+type outwaitScene struct {
+	holderTransport *memTransport
+	clock           *ManualClock
+	first           *Leadership
+	deadline        int64 // of the holder's last lease
+	cluster         *memCluster
+	standby         *contender
+}
+
+func newOutwaitScene(t *testing.T, bump bool, fault func(s *outwaitScene, ctx context.Context, op string) (error, bool)) *outwaitScene {
+	t.Helper()
+	cluster, holderTransport, clock, first := holder(t, bump)
+	t.Cleanup(func() { resign(t, first) })
+	holderTransport.down.Store(true)
+	s := &outwaitScene{holderTransport: holderTransport, clock: clock, first: first,
+		deadline: first.Lease().Deadline, cluster: cluster}
+	transport := cluster.transport()
+	transport.setFault(func(ctx context.Context, op string) (error, bool) { return fault(s, ctx, op) })
+	s.standby = startContender(transport, first.Role(), mustMember(t, "node-2"), testOptions(clock)...)
+	t.Cleanup(func() { s.standby.stop(t) })
+	synctest.Wait()
+	return s
+}
+
+// neverLedBefore advances the clock to end-1 in steps of at most a second,
+// and fails the test if the standby leads on the way; why says what made
+// that wrong.
+func (s *outwaitScene) neverLedBefore(t *testing.T, end int64, why func() string) {
+	t.Helper()
+	for s.clock.NowMillis() < end-1 {
+		s.clock.Advance(min(time.Second, time.Duration(end-1-s.clock.NowMillis())*time.Millisecond))
+		synctest.Wait()
+		if r, ok := s.standby.poll(); ok {
+			t.Fatalf("the standby led at %d, %s: %v", s.clock.NowMillis(), why(), r.err)
+		}
+	}
+}
+
 // TestChallengerOutwaitsLateRenewal: the standby read the holder's lease as
 // expired and challenged, but the holder (paused past its deadline, or whose
 // markers were late) committed a renewal just before the InitProducerId. The
@@ -45,33 +88,26 @@ func TestChallengerOutwaitsLateRenewal(t *testing.T) {
 	for _, mode := range txnModes {
 		t.Run(mode.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				cluster, holderTransport, clock, first := holder(t, mode.bump)
-				defer resign(t, first)
-				deadline := first.Lease().Deadline
-				holderTransport.down.Store(true) // its renewals fail from now on
-
-				standby := cluster.transport()
 				var renewed atomic.Bool
-				standby.setFault(func(ctx context.Context, op string) (error, bool) {
+				sc := newOutwaitScene(t, mode.bump, func(sc *outwaitScene, ctx context.Context, op string) (error, bool) {
 					if op == "AcquireEpoch" && !renewed.Swap(true) {
 						// The holder's late renewal commits just before the
 						// InitProducerId fences it.
-						holderTransport.down.Store(false)
-						if err := first.Renew(ctx); err != nil {
+						sc.holderTransport.down.Store(false)
+						if err := sc.first.Renew(ctx); err != nil {
 							t.Errorf("late renewal: %v", err)
 						}
-						holderTransport.down.Store(true)
+						sc.holderTransport.down.Store(true)
 					}
 					return nil, true
 				})
-				c := startContender(standby, first.Role(), mustMember(t, "node-2"), testOptions(clock)...)
-				defer c.stop(t)
-				synctest.Wait()
-				clock.Set(deadline)
+				clock, first, c := sc.clock, sc.first, sc.standby
+				clock.Set(sc.deadline)
 				synctest.Wait()
 				if !renewed.Load() {
 					t.Fatal("the standby did not challenge at the deadline")
 				}
+				deadline := sc.deadline
 				late := first.Lease()
 				if late.GrantedAt != deadline || first.ValidFor() != 30*time.Second {
 					t.Fatalf("late renewal %+v, holder fresh for %v", late, first.ValidFor())
@@ -79,15 +115,10 @@ func TestChallengerOutwaitsLateRenewal(t *testing.T) {
 
 				// The standby holds the new epoch and waits for the renewed
 				// deadline, with no lease of its own written.
-				for clock.NowMillis() < late.Deadline-1 {
-					clock.Advance(min(time.Second, time.Duration(late.Deadline-1-clock.NowMillis())*time.Millisecond))
-					synctest.Wait()
-					if r, ok := c.poll(); ok {
-						t.Fatalf("the standby led at %d while the fenced holder was fresh for %v more: %v",
-							clock.NowMillis(), first.ValidFor(), r.err)
-					}
-				}
-				if state := cluster.state(first.Partition(), first.Role()); state.Lease == nil || *state.Lease != late {
+				sc.neverLedBefore(t, late.Deadline, func() string {
+					return fmt.Sprintf("while the fenced holder was fresh for %v more", first.ValidFor())
+				})
+				if state := sc.cluster.state(first.Partition(), first.Role()); state.Lease == nil || *state.Lease != late {
 					t.Fatalf("lease %+v during the wait, want the holder's late renewal %+v", state.Lease, late)
 				}
 				clock.Set(late.Deadline)
@@ -123,25 +154,18 @@ func TestChallengerWaitsFullLeaseOnBlockedRead(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				cluster, holderTransport, clock, first := holder(t, false)
-				defer resign(t, first)
-				deadline := first.Lease().Deadline
-				holderTransport.down.Store(true)
-
-				standby := cluster.transport()
 				var fencedAt atomic.Int64
-				standby.setFault(func(_ context.Context, op string) (error, bool) {
+				sc := newOutwaitScene(t, false, func(sc *outwaitScene, _ context.Context, op string) (error, bool) {
+					now := sc.clock.NowMillis()
 					switch {
 					case op == "AcquireEpoch" && fencedAt.Load() == 0:
-						fencedAt.Store(clock.NowMillis())
-					case op == "ReadPartition" && fencedAt.Load() != 0 && clock.NowMillis() < fencedAt.Load()+tc.blocked.Milliseconds():
-						return &OpenTransactionError{Partition: first.Partition(), StableOffset: 1, Target: 5, Producers: []int64{4242}}, false
+						fencedAt.Store(now)
+					case op == "ReadPartition" && fencedAt.Load() != 0 && now < fencedAt.Load()+tc.blocked.Milliseconds():
+						return &OpenTransactionError{Partition: sc.first.Partition(), StableOffset: 1, Target: 5, Producers: []int64{4242}}, false
 					}
 					return nil, true
 				})
-				c := startContender(standby, first.Role(), mustMember(t, "node-2"), testOptions(clock)...)
-				defer c.stop(t)
-				synctest.Wait()
+				clock, c, deadline := sc.clock, sc.standby, sc.deadline
 				clock.Set(deadline + 10_000) // the holder's lease is long expired
 				synctest.Wait()
 				fenced := fencedAt.Load()
@@ -149,14 +173,9 @@ func TestChallengerWaitsFullLeaseOnBlockedRead(t *testing.T) {
 					t.Fatal("the standby did not challenge")
 				}
 				end := fenced + tc.want.Milliseconds()
-				for clock.NowMillis() < end-1 {
-					clock.Advance(min(time.Second, time.Duration(end-1-clock.NowMillis())*time.Millisecond))
-					synctest.Wait()
-					if r, ok := c.poll(); ok {
-						t.Fatalf("the standby led at %d, %v after the fence, on a view it could not complete: %v",
-							clock.NowMillis(), time.Duration(clock.NowMillis()-fenced)*time.Millisecond, r.err)
-					}
-				}
+				sc.neverLedBefore(t, end, func() string {
+					return fmt.Sprintf("%v after the fence, on a view it could not complete", time.Duration(clock.NowMillis()-fenced)*time.Millisecond)
+				})
 				clock.Set(end)
 				synctest.Wait()
 				r, ok := c.poll()
@@ -177,20 +196,12 @@ func TestChallengerWaitsFullLeaseOnBlockedRead(t *testing.T) {
 // once.
 func TestChallengerAfterExpiryDoesNotWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cluster, holderTransport, clock, first := holder(t, false)
-		defer resign(t, first)
-		deadline := first.Lease().Deadline
-		holderTransport.down.Store(true)
-
-		standby := cluster.transport()
 		var ops opLog
-		standby.setFault(func(_ context.Context, op string) (error, bool) {
+		sc := newOutwaitScene(t, false, func(_ *outwaitScene, _ context.Context, op string) (error, bool) {
 			ops.add(op)
 			return nil, true
 		})
-		c := startContender(standby, first.Role(), mustMember(t, "node-2"), testOptions(clock)...)
-		defer c.stop(t)
-		synctest.Wait()
+		clock, c, deadline := sc.clock, sc.standby, sc.deadline
 		expired := deadline + 60_000
 		clock.Set(expired)
 		synctest.Wait()
@@ -212,14 +223,8 @@ func TestChallengerAfterExpiryDoesNotWait(t *testing.T) {
 // and the registration is withdrawn.
 func TestChallengerWaitCancelled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cluster, holderTransport, clock, first := holder(t, false)
-		defer resign(t, first)
-		deadline := first.Lease().Deadline
-		holderTransport.down.Store(true)
-
-		standby := cluster.transport()
 		var fenced atomic.Bool
-		standby.setFault(func(_ context.Context, op string) (error, bool) {
+		sc := newOutwaitScene(t, false, func(_ *outwaitScene, _ context.Context, op string) (error, bool) {
 			if op == "ReadPartition" && fenced.Load() {
 				return errors.New("broker away"), false
 			}
@@ -228,11 +233,8 @@ func TestChallengerWaitCancelled(t *testing.T) {
 			}
 			return nil, true
 		})
-		node2 := mustMember(t, "node-2")
-		c := startContender(standby, first.Role(), node2, testOptions(clock)...)
-		defer c.stop(t)
-		synctest.Wait()
-		clock.Set(deadline)
+		clock, c, first := sc.clock, sc.standby, sc.first
+		clock.Set(sc.deadline)
 		synctest.Wait()
 		if !fenced.Load() {
 			t.Fatal("the standby did not challenge")
@@ -243,11 +245,11 @@ func TestChallengerWaitCancelled(t *testing.T) {
 		if !errors.Is(r.err, context.Canceled) || r.leadership != nil {
 			t.Fatalf("cancelled wait: %v, %v", r.leadership, r.err)
 		}
-		state := cluster.state(first.Partition(), first.Role())
+		state := sc.cluster.state(first.Partition(), first.Role())
 		if state.Lease == nil || state.Lease.Member != first.Member() {
 			t.Fatalf("lease %+v, want the fenced holder's", state.Lease)
 		}
-		if _, ok := state.Entry(node2); ok {
+		if _, ok := state.Entry(mustMember(t, "node-2")); ok {
 			t.Fatal("the cancelled challenger is still registered")
 		}
 	})
