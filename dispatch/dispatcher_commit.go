@@ -2,25 +2,12 @@ package dispatch
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"go.opentelemetry.io/otel/trace"
-)
-
-// Header keys that every record of the command log carries beside the W3C
-// trace context ("traceparent", "tracestate"). The token and the member are
-// in the record value too; the headers let a tool read them without the
-// codec.
-const (
-	// HeaderToken carries the fencing token, in FencingToken.String's form.
-	HeaderToken = "krabka-token"
-
-	// HeaderMember carries the member that held the role.
-	HeaderMember = "krabka-member"
 )
 
 // item is one record that waits for a transaction of the command log, or a
@@ -55,23 +42,6 @@ type item struct {
 	kind      EntryKind
 	commandID string
 	outcome   *Outcome
-}
-
-// valueTokenOffset is where the producer id starts in an entry value: after
-// the int16 version. The int16 epoch follows it. See "The command log".
-const valueTokenOffset = 2
-
-// stampToken writes token into an encoded entry value in place.
-func stampToken(value []byte, token coordination.FencingToken) {
-	binary.BigEndian.PutUint64(value[valueTokenOffset:], uint64(token.ProducerID()))
-	binary.BigEndian.PutUint16(value[valueTokenOffset+8:], uint16(token.ProducerEpoch()))
-}
-
-// standInToken is a valid token to encode with before the transaction's own
-// is known.
-func standInToken() coordination.FencingToken {
-	t, _ := coordination.NewFencingToken(0, 0)
-	return t
 }
 
 // newItem encodes an entry of the given kind and body.
