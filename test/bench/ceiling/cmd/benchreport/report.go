@@ -221,6 +221,17 @@ func (r *report) writeE2E(w func(string, ...any)) error {
 		xs = append(xs, float64(p.Batch))
 	}
 	w("\nA quantile finer than the sample count resolves (p999 of fewer than 1000 samples) equals the maximum.\n\n")
+	w("What the dispatcher's transactions carried, per round of a batch (read through `dispatch.WithOnCommitted`): a round\n")
+	w("whose Issued records took more than one transaction did not gather its burst of submits into one, and a\n")
+	w("transaction of outcomes alone held back the Issued records that queued while it was in flight. Under sustained\n")
+	w("load the outcomes of one round ride with the Issued records of the next: one transaction a round. The last\n")
+	w("column is the median time from the first to the last device act of a round, while its outcomes queue.\n\n")
+	w("| Batch | Rounds | Transactions with Issued records per round | Transactions of outcomes alone per round | First to last act of a round, ms |\n|---:|---:|---:|---:|---:|\n")
+	for _, p := range r.e2e {
+		w("| %d | %d | %.2f | %.2f | %s |\n", p.Batch, p.Rounds,
+			ceiling.Ratio(float64(p.Mix.Issuing), float64(p.Rounds)), ceiling.Ratio(float64(p.Mix.OutcomesOnly), float64(p.Rounds)), ceiling.Millis(p.Drive))
+	}
+	w("\n")
 	w("The ceiling at each pause: median rate over the repetitions (commands/s), and CONCURRENT_TRANSACTIONS answers per\n")
 	w("transaction:\n\n| Batch |")
 	for _, p := range r.e2e[0].Pauses {
