@@ -23,6 +23,12 @@ type item struct {
 	// counted reports whether the item counts towards the queue bound.
 	counted bool
 
+	// rides reports a record that makes no transaction due by itself: an
+	// outcome, which nothing waits for before a dispatch. It rides with
+	// the next transaction that is due anyway, and waits at most the
+	// outcome linger for one. An item with an intake mark never rides.
+	rides bool
+
 	// intake reports that the item covers the request before intakeNext.
 	intake     bool
 	intakeNext int64
@@ -77,12 +83,16 @@ type transactionWriter interface {
 	Write(ctx context.Context, build func(token coordination.FencingToken) ([]coordination.GuardedRecord, error)) (coordination.FencingToken, error)
 }
 
+// makesDue reports whether the item makes a transaction due: every item but
+// one that rides.
+func (it *item) makesDue() bool { return !it.rides || it.intake }
+
 // commitBounds are the bounds of group commit (see the options that set
 // them: WithMaxBatchRecords, WithMaxBatchBytes, WithMaxQueued,
-// WithCommitLinger, WithCommitGap).
+// WithCommitLinger, WithCommitGap, WithOutcomeLinger).
 type commitBounds struct {
 	maxRecords, maxBytes, maxQueued int
-	linger, gap                     time.Duration
+	linger, gap, ride               time.Duration
 }
 
 // committedBatch is a batch of items whose transaction committed.
@@ -149,12 +159,24 @@ type committer struct {
 
 	mu     sync.Mutex
 	halted bool
-	queue  []*item   // records waiting for a transaction
-	queued int       // counted items in queue, bounded by maxQueued
-	since  time.Time // when the first record of queue queued, or zero
-	intake int64     // the committed intake position
-	wake   chan struct{}
-	room   chan struct{} // closed and replaced when the queue shrinks
+	queue  []*item // records waiting for a transaction
+	queued int     // counted items in queue, bounded by maxQueued
+	// records and bytes are what the whole queue would write, its intake
+	// record included, to tell a full batch without a walk of the queue.
+	records, bytes int
+	hasIntake      bool
+	// due reports that the queue holds an item that makes a transaction
+	// due. lingerFrom is when the commit linger of the next transaction
+	// started, when the first such item queued, or zero for no linger;
+	// ridesFrom is when the first item that rides queued.
+	due                   bool
+	lingerFrom, ridesFrom time.Time
+	// hurried reports that nothing more will make a transaction due
+	// (intake stopped), so that riding records do not wait.
+	hurried bool
+	intake  int64 // the committed intake position
+	wake    chan struct{}
+	room    chan struct{} // closed and replaced when the queue shrinks
 
 	// committedAt is when the last transaction ended; only the commit
 	// loop touches it.
@@ -188,15 +210,42 @@ func (c *committer) enqueue(items ...*item) {
 	if c.halted {
 		return
 	}
+	now := time.Now()
 	for _, it := range items {
 		if it.counted {
 			c.queued++
 		}
-	}
-	if len(c.queue) == 0 {
-		c.since = time.Now()
+		c.count(it)
+		due := it.makesDue() || c.cfg.bounds.ride <= 0
+		switch {
+		case due && !c.due:
+			c.due, c.lingerFrom = true, now
+		case !due && c.ridesFrom.IsZero():
+			c.ridesFrom = now
+		}
 	}
 	c.queue = append(c.queue, items...)
+	c.poke()
+}
+
+// count adds the record of it to the queue's totals. The caller holds c.mu.
+func (c *committer) count(it *item) {
+	if it.key != nil {
+		c.records++
+	}
+	if it.intake && !c.hasIntake {
+		c.records++ // the intake record of the batch
+		c.hasIntake = true
+	}
+	c.bytes += len(it.key) + len(it.value)
+}
+
+// hurry makes riding records go without waiting for a transaction that is
+// due anyway: the caller knows that none will come.
+func (c *committer) hurry() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hurried = true
 	c.poke()
 }
 
@@ -236,6 +285,7 @@ func (c *committer) stop() {
 	c.halted = true
 	c.queue = nil
 	c.queued = 0
+	c.records, c.bytes, c.hasIntake = 0, 0, false
 	close(c.room)
 	c.poke()
 }
@@ -313,12 +363,18 @@ func (c *committer) takeLocked() []*item {
 	n, _, _ := c.batchSize()
 	batch := c.queue[:n:n]
 	c.queue = c.queue[n:]
+	c.records, c.bytes, c.hasIntake = 0, 0, false
+	c.ridesFrom = time.Time{}
 	if len(c.queue) == 0 {
 		c.queue = nil
+		c.due, c.lingerFrom = false, time.Time{}
 	} else {
 		// What is left waited as long as the batch; it goes next, with no
 		// linger of its own.
-		c.since = time.Time{}
+		c.due, c.lingerFrom = true, time.Time{}
+		for _, it := range c.queue {
+			c.count(it)
+		}
 	}
 	for _, it := range batch {
 		if it.counted {
@@ -331,11 +387,21 @@ func (c *committer) takeLocked() []*item {
 }
 
 // lingerFor returns how much longer the queued records wait before their
-// transaction starts: the later of the commit linger after the first of them
-// queued and the commit gap after the last transaction ended. The linger
-// ends once the batch is full; neither holds while the queue is at its
-// bound, where submitters wait for room. The caller holds c.mu, and the
-// queue is not empty.
+// transaction starts.
+//
+// A queue with a record that makes a transaction due waits for the later of
+// the commit linger after the first such record queued and the commit gap
+// after the last transaction ended. The linger ends once the batch is full.
+//
+// A queue of riding records alone (outcomes) waits for a record that makes
+// a transaction due, so that they share its transaction instead of taking
+// one of their own, which the next Issued records would have to wait for:
+// at most the outcome linger after the first of them queued, and at least
+// the commit gap. A full batch of them, or one after intake stopped, waits
+// for the gap alone.
+//
+// Nothing waits while the queue is at its bound, where submitters wait for
+// room. The caller holds c.mu, and the queue is not empty.
 func (c *committer) lingerFor() time.Duration {
 	b := c.cfg.bounds
 	if c.queued >= b.maxQueued {
@@ -345,14 +411,14 @@ func (c *committer) lingerFor() time.Duration {
 	if b.gap > 0 && !c.committedAt.IsZero() {
 		gap = b.gap - time.Since(c.committedAt)
 	}
-	if b.linger <= 0 || c.since.IsZero() {
-		return gap
+	var wait time.Duration
+	switch {
+	case !c.due && !c.hurried:
+		wait = b.ride - time.Since(c.ridesFrom)
+	case c.due && b.linger > 0 && !c.lingerFrom.IsZero():
+		wait = b.linger - time.Since(c.lingerFrom)
 	}
-	wait := b.linger - time.Since(c.since)
-	if wait <= gap {
-		return gap
-	}
-	if n, records, bytes := c.batchSize(); n < len(c.queue) || records >= b.maxRecords || bytes >= b.maxBytes {
+	if wait <= gap || c.records >= b.maxRecords || c.bytes >= b.maxBytes {
 		return gap
 	}
 	return wait

@@ -483,3 +483,130 @@ func TestCommitterLingerAndGap(t *testing.T) {
 		<-r.done
 	})
 }
+
+func TestCommitterOutcomesRideWithTheNextDueTransaction(t *testing.T) {
+	bounds := wideBounds
+	bounds.linger, bounds.gap, bounds.ride = 3*time.Millisecond, 5*time.Millisecond, 20*time.Millisecond
+	t.Run("an Issued record within the outcome linger", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := newCommitterRig(t, bounds, 10*time.Millisecond, nil)
+			r.start(t.Context())
+			start := time.Now()
+			x := outcomeOf(t, "x")
+			x.rides = true
+			r.c.enqueue(x)
+			time.Sleep(8 * time.Millisecond)
+			r.c.enqueue(issuedOf(t, "a"))
+			time.Sleep(time.Second)
+			txns := r.w.written()
+			if len(txns) != 1 || !slices.Equal(idsOf(txns[0].entries), []string{"out:x", "a"}) {
+				t.Fatalf("transactions %v, want the outcome and the Issued record in one, in queue order", txns)
+			}
+			// The linger counts from the Issued record, which made the
+			// transaction due, not from the outcome before it.
+			if got, want := txns[0].start.Sub(start), 8*time.Millisecond+bounds.linger; got != want {
+				t.Errorf("transaction at %v, want %v", got, want)
+			}
+			r.c.stop()
+			<-r.done
+		})
+	})
+	t.Run("no Issued record", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := newCommitterRig(t, bounds, 10*time.Millisecond, nil)
+			r.start(t.Context())
+			start := time.Now()
+			for _, id := range []string{"x", "y"} {
+				it := outcomeOf(t, id)
+				it.rides = true
+				r.c.enqueue(it)
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(time.Second)
+			txns := r.w.written()
+			if len(txns) != 1 || txns[0].start.Sub(start) != bounds.ride || len(txns[0].entries) != 2 {
+				t.Fatalf("transactions %+v, want both outcomes in one at %v", txns, bounds.ride)
+			}
+			r.c.stop()
+			<-r.done
+		})
+	})
+	t.Run("a full batch of outcomes", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			full := bounds
+			full.maxRecords = 2
+			r := newCommitterRig(t, full, 10*time.Millisecond, nil)
+			r.start(t.Context())
+			start := time.Now()
+			for _, id := range []string{"x", "y", "z"} {
+				it := outcomeOf(t, id)
+				it.rides = true
+				r.c.enqueue(it)
+			}
+			time.Sleep(time.Second)
+			txns := r.w.written()
+			// The first two fill a batch and go at once; z, left over, goes
+			// the gap after their commit.
+			if len(txns) != 2 || txns[0].start != start || txns[1].start.Sub(txns[0].end) != full.gap {
+				t.Fatalf("transactions %+v, want a full batch at once and the rest after the gap", txns)
+			}
+			r.c.stop()
+			<-r.done
+		})
+	})
+	t.Run("after intake stopped", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := newCommitterRig(t, bounds, 10*time.Millisecond, nil)
+			r.start(t.Context())
+			start := time.Now()
+			x := outcomeOf(t, "x")
+			x.rides = true
+			r.c.enqueue(x)
+			time.Sleep(time.Millisecond)
+			r.c.hurry()
+			time.Sleep(time.Second)
+			txns := r.w.written()
+			if len(txns) != 1 || txns[0].start.Sub(start) != time.Millisecond {
+				t.Fatalf("transactions %+v, want the outcome at once when hurried", txns)
+			}
+			r.c.stop()
+			<-r.done
+		})
+	})
+	t.Run("an outcome with an intake mark", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := newCommitterRig(t, bounds, 10*time.Millisecond, nil)
+			r.start(t.Context())
+			start := time.Now()
+			x := outcomeOf(t, "x")
+			x.rides, x.intake, x.intakeNext = true, true, 1
+			r.c.enqueue(x)
+			time.Sleep(time.Second)
+			txns := r.w.written()
+			if len(txns) != 1 || txns[0].start.Sub(start) != bounds.linger {
+				t.Fatalf("transactions %+v, want the rejection at intake after the commit linger alone", txns)
+			}
+			r.c.stop()
+			<-r.done
+		})
+	})
+	t.Run("outcome linger off", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			off := bounds
+			off.ride = 0
+			r := newCommitterRig(t, off, 10*time.Millisecond, nil)
+			r.start(t.Context())
+			start := time.Now()
+			x := outcomeOf(t, "x")
+			x.rides = true
+			r.c.enqueue(x)
+			time.Sleep(time.Second)
+			txns := r.w.written()
+			if len(txns) != 1 || txns[0].start.Sub(start) != off.linger {
+				t.Fatalf("transactions %+v, want the outcome after the commit linger", txns)
+			}
+			r.c.stop()
+			<-r.done
+		})
+	})
+}

@@ -173,7 +173,7 @@ func NewDispatcher(leader Leader, registry *Registry, log LogReader, options ...
 		writer: leader,
 		bounds: commitBounds{
 			maxRecords: cfg.maxBatchRecords, maxBytes: cfg.maxBatchBytes, maxQueued: cfg.maxQueued,
-			linger: cfg.commitLinger, gap: cfg.commitGap,
+			linger: cfg.commitLinger, gap: cfg.commitGap, ride: cfg.outcomeLinger,
 		},
 		role: d.role, member: d.member, logTP: d.logTP, requestTP: d.requestTP,
 		retryBackoff: cfg.writeRetryBackoff, logger: cfg.logger, tel: tel,

@@ -228,6 +228,7 @@ func (d *Dispatcher) encodeOutcome(c *command, o Outcome) (*item, error) {
 		return nil, err
 	}
 	it.committed = func(_ coordination.FencingToken, offset int64) { d.settle(c, o, offset) }
+	it.rides = true
 	return it, nil
 }
 
