@@ -210,6 +210,10 @@ func (c *committer) enqueue(items ...*item) {
 	if c.halted {
 		return
 	}
+	// The loop waits for a deadline that only an empty queue, a first
+	// record that makes a transaction due, or a full batch or queue moves;
+	// any other record needs no wake.
+	wasEmpty, wasDue, wasFull := len(c.queue) == 0, c.due, c.fullLocked()
 	now := time.Now()
 	for _, it := range items {
 		if it.counted {
@@ -225,7 +229,16 @@ func (c *committer) enqueue(items ...*item) {
 		}
 	}
 	c.queue = append(c.queue, items...)
-	c.poke()
+	if wasEmpty || c.due != wasDue || c.fullLocked() != wasFull {
+		c.poke()
+	}
+}
+
+// fullLocked reports whether the queue holds a full batch or is at its
+// bound. The caller holds c.mu.
+func (c *committer) fullLocked() bool {
+	b := c.cfg.bounds
+	return c.records >= b.maxRecords || c.bytes >= b.maxBytes || c.queued >= b.maxQueued
 }
 
 // count adds the record of it to the queue's totals. The caller holds c.mu.
@@ -418,7 +431,7 @@ func (c *committer) lingerFor() time.Duration {
 	case c.due && b.linger > 0 && !c.lingerFrom.IsZero():
 		wait = b.linger - time.Since(c.lingerFrom)
 	}
-	if wait <= gap || c.records >= b.maxRecords || c.bytes >= b.maxBytes {
+	if wait <= gap || c.fullLocked() {
 		return gap
 	}
 	return wait
