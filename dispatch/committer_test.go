@@ -610,3 +610,49 @@ func TestCommitterOutcomesRideWithTheNextDueTransaction(t *testing.T) {
 		})
 	})
 }
+
+func TestCommitterWaitsForTheEndOfABurst(t *testing.T) {
+	bounds := wideBounds
+	bounds.linger = 3 * time.Millisecond // bursts: items within 1ms of each other
+	cases := []struct {
+		name    string
+		spacing time.Duration
+		n       int
+		want    time.Duration // start of the first transaction
+		records int
+	}{
+		// 20 items 500µs apart queue over 9.5ms: the transaction starts 1ms
+		// after the last, with all of them.
+		{"burst", 500 * time.Microsecond, 20, 9500*time.Microsecond + time.Millisecond, 20},
+		// 3 items 2ms apart are no burst: the linger of 3ms takes the first
+		// two.
+		{"no burst", 2 * time.Millisecond, 3, 3 * time.Millisecond, 2},
+		// A burst that goes on is cut at ten lingers.
+		{"cap", 700 * time.Microsecond, 100, 30 * time.Millisecond, 43},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newCommitterRig(t, bounds, 10*time.Millisecond, nil)
+				r.start(t.Context())
+				start := time.Now()
+				for i := range tc.n {
+					if i > 0 {
+						time.Sleep(tc.spacing)
+					}
+					r.c.enqueue(issuedOf(t, fmt.Sprintf("c%d", i)))
+				}
+				time.Sleep(time.Second)
+				txns := r.w.written()
+				if len(txns) == 0 {
+					t.Fatal("no transaction")
+				}
+				if got := txns[0].start.Sub(start); got != tc.want || len(txns[0].entries) != tc.records {
+					t.Errorf("first transaction at %v with %d records, want at %v with %d", got, len(txns[0].entries), tc.want, tc.records)
+				}
+				r.c.stop()
+				<-r.done
+			})
+		})
+	}
+}
