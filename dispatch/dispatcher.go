@@ -94,21 +94,16 @@ type Dispatcher struct {
 	devices chan struct{} // semaphore of the devices driven at once
 	wg      sync.WaitGroup
 
+	// commits writes the command log: its queue, batching and commit
+	// loop, and the committed intake position. Its lock is taken after
+	// d.mu, never before.
+	commits *committer
+
 	mu       sync.Mutex
 	ran      bool
 	halted   bool
 	commands map[string]*command
-	queue    []*item   // records waiting for a transaction
-	queued   int       // command records in queue, bounded by maxQueued
-	since    time.Time // when the first record of queue queued
-
-	// committedAt is when the last transaction of the command log ended;
-	// only the commit loop touches it.
-	committedAt time.Time
-	wake        chan struct{}
-	room        chan struct{} // closed and replaced when the queue shrinks
-	lanes       map[string]*lane
-	intake      int64 // next offset of the requests partition, recovered or committed
+	lanes    map[string]*lane
 
 	// ranger is the log reader's LogRangeReader, or nil; with it settled
 	// commands are held as compact IDs in ids, and checkpoints are written.
@@ -168,14 +163,27 @@ func NewDispatcher(leader Leader, registry *Registry, log LogReader, options ...
 		ready:     make(chan struct{}),
 		devices:   make(chan struct{}, cfg.maxParallelDevices),
 		commands:  make(map[string]*command),
-		wake:      make(chan struct{}, 1),
-		room:      make(chan struct{}),
 		lanes:     make(map[string]*lane),
 		ids:       newIDWindow(),
 		cpAt:      -1,
 	}
 	d.ranger, _ = log.(LogRangeReader)
 	d.fresh = newFreshness(leader, cfg.safetyMargin, cfg.writeRetryBackoff)
+	d.commits = newCommitter(committerConfig{
+		writer: leader,
+		bounds: commitBounds{
+			maxRecords: cfg.maxBatchRecords, maxBytes: cfg.maxBatchBytes, maxQueued: cfg.maxQueued,
+			linger: cfg.commitLinger, gap: cfg.commitGap, ride: cfg.outcomeLinger,
+		},
+		role: d.role, member: d.member, logTP: d.logTP, requestTP: d.requestTP,
+		retryBackoff: cfg.writeRetryBackoff, logger: cfg.logger, tel: tel,
+		halt:      d.stop,
+		committed: d.applyBatch,
+	})
+	if d.ranger != nil {
+		d.commits.cfg.due = d.checkpointDue
+		d.commits.cfg.between = d.checkpointItems
+	}
 	d.haltCtx, d.halt = context.WithCancelCause(context.Background())
 	return d, nil
 }
@@ -221,7 +229,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		return d.cause()
 	}
 	close(d.ready)
-	d.spawn("the log committer", d.commitLoop)
+	d.spawn("the log committer", func() { d.commits.run(d.haltCtx) })
 	if d.ranger != nil {
 		d.spawn("the checkpoint prober", d.probeLoop)
 	}
@@ -328,13 +336,7 @@ func (d *Dispatcher) stop(cause error) {
 	}
 	d.halted = true
 	d.halt(cause)
-	d.queue = nil
-	d.queued = 0
-	close(d.room)
-	select {
-	case d.wake <- struct{}{}:
-	default:
-	}
+	d.commits.stop()
 }
 
 // Submit records cmd in the command log and waits for its outcome: the

@@ -41,13 +41,18 @@ func (d *Dispatcher) probeLoop() {
 		d.mu.Lock()
 		if d.cpAt >= 0 && end-d.cpAt >= int64(d.cfg.checkpointInterval) && !d.cpDue {
 			d.cpDue = true
-			select {
-			case d.wake <- struct{}{}:
-			default:
-			}
+			d.commits.notify()
 		}
 		d.mu.Unlock()
 	}
+}
+
+// checkpointDue reports whether a checkpoint is due; the committer asks it
+// while its queue is empty.
+func (d *Dispatcher) checkpointDue() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.checkpointDueLocked()
 }
 
 // checkpointDueLocked reports whether a checkpoint is due. The caller holds
@@ -59,16 +64,18 @@ func (d *Dispatcher) checkpointDueLocked() bool {
 	return d.cpDue || d.cpSince >= max(d.cfg.checkpointInterval, d.ids.len()/checkpointDivisor)
 }
 
-// maybeCheckpoint writes a checkpoint when one is due, in a transaction of
-// its own between two batches: the committer is the only writer of the log,
-// so the state it takes is exactly what the records before it committed.
-func (d *Dispatcher) maybeCheckpoint() {
+// checkpointItems returns the parts of a checkpoint when one is due, for
+// the committer to write in a transaction of its own between two batches:
+// the committer is the only writer of the log and calls it after the
+// effects of every batch before applied, so the state it takes is exactly
+// what the records before it committed. It returns nil when none is due.
+func (d *Dispatcher) checkpointItems() []*item {
 	d.mu.Lock()
 	now := d.now()
 	d.sweepLocked(now, false)
 	if !d.checkpointDueLocked() {
 		d.mu.Unlock()
-		return
+		return nil
 	}
 	d.sweepLocked(now, true)
 	cp, ids := d.snapshotLocked()
@@ -83,14 +90,14 @@ func (d *Dispatcher) maybeCheckpoint() {
 	parts, err := encodeWindowCheckpoint(d.role, seq, cp, ids)
 	if err != nil {
 		d.cfg.logger.Error("dispatch: cannot encode a checkpoint; recovery reads further back until one is written", "err", err)
-		return
+		return nil
 	}
 	items := make([]*item, 0, len(parts))
 	for i := range parts {
 		it, err := d.newItem(Entry{Kind: EntryCheckpoint, Checkpoint: &parts[i]}, trace.SpanContext{})
 		if err != nil {
 			d.cfg.logger.Error("dispatch: cannot encode a checkpoint part", "err", err)
-			return
+			return nil
 		}
 		it.checkpoint = true
 		items = append(items, it)
@@ -100,7 +107,7 @@ func (d *Dispatcher) maybeCheckpoint() {
 			d.cpAt = offset
 		}
 	}
-	d.commit(items)
+	return items
 }
 
 // snapshotLocked returns the committed state of the role: the commands
@@ -111,7 +118,7 @@ func (d *Dispatcher) snapshotLocked() (Checkpoint, []compactID) {
 		Window:          d.cfg.dedupWindow.Truncate(time.Millisecond),
 		IntakeTopic:     d.requestTP.Topic,
 		IntakePartition: d.requestTP.Partition,
-		IntakeNext:      d.intake,
+		IntakeNext:      d.commits.intakePosition(),
 	}
 	if cp.Window <= 0 {
 		cp.Window = time.Millisecond

@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -11,116 +10,20 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Header keys that every record of the command log carries beside the W3C
-// trace context ("traceparent", "tracestate"). The token and the member are
-// in the record value too; the headers let a tool read them without the
-// codec.
-const (
-	// HeaderToken carries the fencing token, in FencingToken.String's form.
-	HeaderToken = "krabka-token"
-
-	// HeaderMember carries the member that held the role.
-	HeaderMember = "krabka-member"
-)
-
-// item is one record that waits for a transaction of the command log, or a
-// bare intake mark for a request that needs no record of its own.
-type item struct {
-	// key and value are encoded under a stand-in token; the transaction
-	// writes its own token into value (see stampToken).
-	key, value []byte
-	headers    []coordination.Header
-
-	// counted reports whether the item counts towards maxQueued.
-	counted bool
-
-	// intake reports that the item covers the request before intakeNext.
-	intake     bool
-	intakeNext int64
-
-	// committed applies the record's effect, under d.mu, once the
-	// transaction committed under token, at offset in the log partition (-1
-	// when the writer cannot tell).
-	committed func(token coordination.FencingToken, offset int64)
-
-	// checkpoint reports a checkpoint part, which does not count towards
-	// the next checkpoint.
-	checkpoint bool
-
-	// span ends when the record commits.
-	span trace.Span
-
-	// kind, commandID and outcome describe the record to the
-	// WithOnCommitted callback; outcome is set for an Outcome record alone.
-	kind      EntryKind
-	commandID string
-	outcome   *Outcome
-}
-
-// valueTokenOffset is where the producer id starts in an entry value: after
-// the int16 version. The int16 epoch follows it. See "The command log".
-const valueTokenOffset = 2
-
-// stampToken writes token into an encoded entry value in place.
-func stampToken(value []byte, token coordination.FencingToken) {
-	binary.BigEndian.PutUint64(value[valueTokenOffset:], uint64(token.ProducerID()))
-	binary.BigEndian.PutUint16(value[valueTokenOffset+8:], uint16(token.ProducerEpoch()))
-}
-
-// standInToken is a valid token to encode with before the transaction's own
-// is known.
-func standInToken() coordination.FencingToken {
-	t, _ := coordination.NewFencingToken(0, 0)
-	return t
-}
-
-// newItem encodes an entry of the given kind and body.
+// newItem encodes an entry of the dispatcher's role and member.
 func (d *Dispatcher) newItem(e Entry, span trace.SpanContext) (*item, error) {
-	e.Role = d.role
-	e.Member = d.member
-	e.Token = standInToken()
-	if e.At.IsZero() {
-		e.At = time.Now()
-	}
-	key, value, err := EncodeEntry(e)
-	if err != nil {
-		return nil, err
-	}
-	it := &item{key: key, value: value, headers: traceHeaders(span), kind: e.Kind}
-	switch {
-	case e.Issued != nil:
-		it.commandID = e.Issued.Command.ID
-	case e.Redispatched != nil:
-		it.commandID = e.Redispatched.CommandID
-	case e.Outcome != nil:
-		it.commandID, it.outcome = e.Outcome.CommandID, e.Outcome
-	}
-	return it, nil
-}
-
-// enqueue appends items to the queue and wakes the committer. The caller
-// holds d.mu.
-func (d *Dispatcher) enqueue(items ...*item) {
-	for _, it := range items {
-		if it.counted {
-			d.queued++
-		}
-	}
-	if len(d.queue) == 0 {
-		d.since = time.Now()
-	}
-	d.queue = append(d.queue, items...)
-	select {
-	case d.wake <- struct{}{}:
-	default:
-	}
+	return encodeItem(d.role, d.member, e, span)
 }
 
 // waitRoom waits, with d.mu held on entry and on return, until the queue has
-// room for one more command.
+// room for one more command. Every enqueuer holds d.mu, so the room it finds
+// is still there when the caller enqueues.
 func (d *Dispatcher) waitRoom(ctx context.Context) error {
-	for d.queued >= d.cfg.maxQueued && !d.halted {
-		room := d.room
+	for !d.halted {
+		room, full := d.commits.full()
+		if !full {
+			break
+		}
 		d.mu.Unlock()
 		select {
 		case <-room:
@@ -172,7 +75,7 @@ func (d *Dispatcher) accept(ctx context.Context, cmd Command, span trace.SpanCon
 			d.mu.Lock()
 			err := d.waitRoom(ctx)
 			if err == nil {
-				d.enqueue(mark)
+				d.commits.enqueue(mark)
 			}
 			d.mu.Unlock()
 			if err != nil {
@@ -197,7 +100,7 @@ func (d *Dispatcher) acceptHeld(ctx context.Context, cmd Command, span trace.Spa
 			return nil, nil, err
 		}
 		if mark != nil {
-			d.enqueue(mark)
+			d.commits.enqueue(mark)
 		}
 		return c, nil, nil
 	}
@@ -231,7 +134,7 @@ func (d *Dispatcher) rejectOutside(cmd Command, reason error, mark *item) (*comm
 	it.intake, it.intakeNext = true, mark.intakeNext
 	d.commands[cmd.ID] = c
 	d.tel.pendingDelta(1)
-	d.enqueue(it)
+	d.commits.enqueue(it)
 	return c, nil
 }
 
@@ -279,7 +182,7 @@ func (d *Dispatcher) acceptNew(cmd Command, span trace.SpanContext, mark *item, 
 	}
 	d.commands[cmd.ID] = c
 	d.tel.pendingDelta(1)
-	d.enqueue(items...)
+	d.commits.enqueue(items...)
 	return c, nil
 }
 
@@ -325,6 +228,7 @@ func (d *Dispatcher) encodeOutcome(c *command, o Outcome) (*item, error) {
 		return nil, err
 	}
 	it.committed = func(_ coordination.FencingToken, offset int64) { d.settle(c, o, offset) }
+	it.rides = true
 	return it, nil
 }
 
@@ -346,7 +250,7 @@ func (d *Dispatcher) record(c *command, o Outcome) bool {
 		return false
 	}
 	it.span = d.tel.startRecord(c.span, "dispatch.outcome")
-	d.enqueue(it)
+	d.commits.enqueue(it)
 	return true
 }
 
@@ -405,273 +309,35 @@ func (d *Dispatcher) settle(c *command, o Outcome, offset int64) {
 	}
 }
 
-// commitLoop runs one transaction at a time, each with every record that
-// queued while the one before was in flight, up to the batch bounds. It
-// starts the next transaction the commit gap after the one before ended,
-// or later when the first record queued less than the commit linger ago
-// (see lingerFor).
-//
-// Between two batches it writes a checkpoint when one is due (see
-// maybeCheckpoint).
-func (d *Dispatcher) commitLoop() {
-	for {
-		batch := d.takeBatch()
-		if batch == nil {
-			return
-		}
-		if len(batch) > 0 {
-			d.commit(batch)
-		}
-		d.maybeCheckpoint()
+// applyBatch applies the effects of a committed batch, in log order, and
+// reports its command records to the WithOnCommitted callback. It is the
+// committer's one callback and runs on the commit loop.
+func (d *Dispatcher) applyBatch(b committedBatch) {
+	if done := d.applyEffects(b); len(done) > 0 {
+		d.cfg.onCommitted(done)
 	}
 }
 
-// takeBatch waits for queued records, and for the commit linger, and takes
-// the next batch. It returns an empty batch when the queue is empty and a
-// checkpoint is due, and nil when the dispatcher halted.
-func (d *Dispatcher) takeBatch() []*item {
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	for {
-		d.mu.Lock()
-		if d.halted {
-			d.mu.Unlock()
-			return nil
-		}
-		if len(d.queue) == 0 && d.checkpointDueLocked() {
-			d.mu.Unlock()
-			return []*item{}
-		}
-		var linger <-chan time.Time
-		if len(d.queue) > 0 {
-			wait := d.lingerFor()
-			if wait <= 0 {
-				break
-			}
-			if timer == nil {
-				timer = time.NewTimer(wait)
-			} else {
-				timer.Reset(wait)
-			}
-			linger = timer.C
-		}
-		d.mu.Unlock()
-		select {
-		case <-d.wake:
-		case <-linger:
-		case <-d.haltCtx.Done():
-		}
-	}
+// applyEffects applies the effects of b under d.mu, released by defer should
+// an effect panic, and returns the records to report to WithOnCommitted.
+func (d *Dispatcher) applyEffects(b committedBatch) []CommittedRecord {
+	d.mu.Lock()
 	defer d.mu.Unlock()
-	n := d.batchLen()
-	batch := d.queue[:n:n]
-	d.queue = d.queue[n:]
-	if len(d.queue) == 0 {
-		d.queue = nil
-	} else {
-		// What is left waited as long as the batch; it goes next, with no
-		// linger of its own.
-		d.since = time.Time{}
-	}
-	for _, it := range batch {
-		if it.counted {
-			d.queued--
-		}
-	}
-	close(d.room)
-	d.room = make(chan struct{})
-	return batch
-}
-
-// lingerFor returns how much longer the queued records wait before their
-// transaction starts: the later of the commit linger after the first of them
-// queued and the commit gap after the last transaction ended. The linger
-// ends once the batch is full; neither holds while the queue is at its
-// bound, where submitters wait for room. The caller holds d.mu, and the
-// queue is not empty.
-func (d *Dispatcher) lingerFor() time.Duration {
-	if d.queued >= d.cfg.maxQueued {
-		return 0
-	}
-	var gap time.Duration
-	if d.cfg.commitGap > 0 && !d.committedAt.IsZero() {
-		gap = d.cfg.commitGap - time.Since(d.committedAt)
-	}
-	if d.cfg.commitLinger <= 0 || d.since.IsZero() {
-		return gap
-	}
-	wait := d.cfg.commitLinger - time.Since(d.since)
-	if wait <= gap {
-		return gap
-	}
-	if n, records, bytes := d.batchSize(); n < len(d.queue) || records >= d.cfg.maxBatchRecords || bytes >= d.cfg.maxBatchBytes {
-		return gap
-	}
-	return wait
-}
-
-// batchLen returns how many queued items the next transaction takes.
-func (d *Dispatcher) batchLen() int {
-	n, _, _ := d.batchSize()
-	return n
-}
-
-// batchSize returns how many queued items the next transaction takes, and the
-// records and encoded bytes they come to, within the batch bounds. The
-// caller holds d.mu.
-func (d *Dispatcher) batchSize() (n, records, bytes int) {
-	intake := false
-	for _, it := range d.queue {
-		add := 0
-		if it.key != nil {
-			add = 1
-		}
-		if it.intake && !intake {
-			add++ // the intake record of the batch
-		}
-		size := len(it.key) + len(it.value)
-		if n > 0 && (records+add > d.cfg.maxBatchRecords || bytes+size > d.cfg.maxBatchBytes) {
-			break
-		}
-		records += add
-		bytes += size
-		intake = intake || it.intake
-		n++
-	}
-	return n, records, bytes
-}
-
-// commit writes batch in one transaction, retrying a failure that leaves the
-// leadership in place, and applies the effects once it committed.
-func (d *Dispatcher) commit(batch []*item) {
-	intakeNext, hasIntake := int64(0), false
-	for _, it := range batch {
-		if it.intake {
-			intakeNext, hasIntake = it.intakeNext, true
-		}
-	}
-	d.mu.Lock()
-	intakeFrom := d.intake
-	d.mu.Unlock()
-
-	var intakeValue, intakeKey []byte
-	if hasIntake {
-		it, err := d.newItem(Entry{Kind: EntryIntake, Intake: &IntakePosition{
-			Topic: d.requestTP.Topic, Partition: d.requestTP.Partition,
-			FromOffset: intakeFrom, NextOffset: intakeNext,
-		}}, trace.SpanContext{})
-		if err != nil {
-			d.cfg.logger.Error("dispatch: cannot encode the intake position", "err", err)
-			d.stop(fmt.Errorf("dispatch: encode intake position: %w", err))
-			return
-		}
-		intakeKey, intakeValue = it.key, it.value
-	}
-
-	// written and at keep the records of the last build, whose offsets the
-	// writer sets once they commit, and the record of each item in batch.
-	var written []coordination.GuardedRecord
-	at := make([]int, len(batch))
-	build := func(token coordination.FencingToken) ([]coordination.GuardedRecord, error) {
-		common := []coordination.Header{
-			{Key: HeaderToken, Value: []byte(token.String())},
-			{Key: HeaderMember, Value: []byte(d.member)},
-		}
-		records := make([]coordination.GuardedRecord, 0, len(batch)+1)
-		for i, it := range batch {
-			at[i] = -1
-			if it.key == nil {
-				continue
-			}
-			at[i] = len(records)
-			stampToken(it.value, token)
-			records = append(records, coordination.GuardedRecord{
-				Partition: d.logTP, Key: it.key, Value: it.value,
-				Headers: append(append([]coordination.Header(nil), common...), it.headers...),
-			})
-		}
-		if hasIntake {
-			stampToken(intakeValue, token)
-			records = append(records, coordination.GuardedRecord{
-				Partition: d.logTP, Key: intakeKey, Value: intakeValue, Headers: common,
-			})
-		}
-		written = records
-		return records, nil
-	}
-
-	start := time.Now()
-	var token coordination.FencingToken
-	for {
-		var err error
-		token, err = d.leader.Write(d.haltCtx, build)
-		if err == nil {
-			break
-		}
-		if errors.Is(err, coordination.ErrFenced) {
-			d.tel.countFenced()
-		}
-		if d.haltCtx.Err() != nil || errors.Is(err, coordination.ErrFenced) || errors.Is(err, coordination.ErrOutcomeUnknown) || errors.Is(err, coordination.ErrNotHeld) {
-			// The leadership ends with these; the halt watcher stops the
-			// rest. The records are in doubt and the next leader reads what
-			// committed.
-			d.endSpans(batch, err)
-			return
-		}
-		d.cfg.logger.Warn("dispatch: a log transaction failed; trying again", "records", len(batch), "err", err)
-		select {
-		case <-time.After(d.cfg.writeRetryBackoff):
-		case <-d.haltCtx.Done():
-			d.endSpans(batch, err)
-			return
-		}
-	}
-	d.committedAt = time.Now()
-	d.tel.commitLatency(d.committedAt.Sub(start))
-	d.endSpans(batch, nil)
-
-	var done []CommittedRecord
-	d.mu.Lock()
 	if d.halted {
-		d.mu.Unlock()
-		return
+		return nil
 	}
-	for i, it := range batch {
-		offset := int64(-1)
-		if at[i] >= 0 && at[i] < len(written) {
-			offset = written[at[i]].Offset
-		}
+	var done []CommittedRecord
+	for i, it := range b.items {
+		offset := b.offsets[i]
 		if it.committed != nil {
-			it.committed(token, offset)
+			it.committed(b.token, offset)
 		}
 		if it.key != nil && !it.checkpoint {
 			d.cpSince++
 		}
 		if d.cfg.onCommitted != nil && it.commandID != "" {
-			done = append(done, CommittedRecord{Kind: it.kind, CommandID: it.commandID, Outcome: it.outcome, Offset: offset, Token: token})
+			done = append(done, CommittedRecord{Kind: it.kind, CommandID: it.commandID, Outcome: it.outcome, Offset: offset, Token: b.token})
 		}
 	}
-	if hasIntake {
-		d.intake = intakeNext
-		d.tel.intakeCommitted(intakeNext)
-	}
-	d.mu.Unlock()
-	if len(done) > 0 {
-		d.cfg.onCommitted(done)
-	}
-}
-
-func (d *Dispatcher) endSpans(batch []*item, err error) {
-	for _, it := range batch {
-		if it.span != nil {
-			if err != nil {
-				it.span.RecordError(err)
-			}
-			it.span.End()
-		}
-	}
+	return done
 }

@@ -331,9 +331,9 @@ func newHarness(t testing.TB, log *leaderLog, devices map[string]Device, options
 	}
 	var err error
 	// The harness's tests check the dispatcher's state the instant a record
-	// queues, so the linger and the gap after a commit are off unless a
-	// test asks for them.
-	options = append([]Option{WithCommitLinger(0), WithCommitGap(0)}, options...)
+	// queues, so the linger, the gap after a commit and the outcome linger
+	// are off unless a test asks for them.
+	options = append([]Option{WithCommitLinger(0), WithCommitGap(0), WithOutcomeLinger(0)}, options...)
 	h.d, err = NewDispatcher(h.leader, h.registry, log, options...)
 	if err != nil {
 		t.Fatal(err)

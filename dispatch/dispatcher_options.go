@@ -71,6 +71,20 @@ const (
 	// and delays a lone command that follows a commit.
 	DefaultCommitGap = 5 * time.Millisecond
 
+	// DefaultOutcomeLinger is the default longest wait of outcome records
+	// that have the queue to themselves for a transaction that is due
+	// anyway: one with an Issued or Redispatched record or an intake mark,
+	// which a dispatch or the intake position waits for. Outcomes gate no
+	// dispatch; a transaction of outcomes alone, started just before the
+	// next commands queue, makes those commands wait for its whole commit
+	// before their own starts, so under load the outcomes of one burst ride
+	// with the commands of the next instead. The price is that an outcome
+	// with no command after it commits up to this much later. After
+	// [Dispatcher.StopIntake] outcomes no longer wait. Change it with
+	// [WithOutcomeLinger]; zero makes outcomes start a transaction like any
+	// other record.
+	DefaultOutcomeLinger = 10 * time.Millisecond
+
 	// DefaultMaxBatchBytes is the default bound on the encoded keys and
 	// values of one transaction, 1 MiB, Kafka's default max.request.size.
 	// A single record above it still goes, alone. Change it with
@@ -150,6 +164,7 @@ type config struct {
 	maxBatchBytes      int
 	commitLinger       time.Duration
 	commitGap          time.Duration
+	outcomeLinger      time.Duration
 	onCommitted        func([]CommittedRecord)
 	maxQueued          int
 	maxParallelDevices int
@@ -177,6 +192,7 @@ func newConfig(options []Option) (*config, error) {
 		maxBatchBytes:      DefaultMaxBatchBytes,
 		commitLinger:       DefaultCommitLinger,
 		commitGap:          DefaultCommitGap,
+		outcomeLinger:      DefaultOutcomeLinger,
 		maxQueued:          DefaultMaxQueued,
 		maxParallelDevices: DefaultMaxParallelDevices,
 		maxAttempts:        DefaultMaxAttempts,
@@ -283,12 +299,18 @@ func WithMaxBatchBytes(n int) Option {
 }
 
 // WithCommitLinger sets how long group commit waits, after the first record
-// queues, for more records before it starts a transaction of the command log,
-// overriding [DefaultCommitLinger]. Zero starts a transaction as soon as
-// anything is queued. The wait ends early when the batch reaches
-// [WithMaxBatchRecords], [WithMaxBatchBytes] or [WithMaxQueued], and when the
-// dispatcher halts. Records that queued while the previous transaction was in
-// flight for longer than d go as soon as it commits.
+// that makes a transaction due queues (any record but an outcome, see
+// [WithOutcomeLinger]), for more records before it starts a transaction of
+// the command log, overriding [DefaultCommitLinger]. Zero starts a
+// transaction as soon as anything is queued. While records keep queuing
+// less than d/3 apart, a burst such as a thousand commands submitted at
+// once, the wait (and that of outcomes, see [WithOutcomeLinger]) goes on
+// until d/3 after the last of them, at most 10*d after it began, so that
+// the burst commits in one transaction rather than in a first part and the
+// rest. The wait ends early when the batch reaches [WithMaxBatchRecords],
+// [WithMaxBatchBytes] or [WithMaxQueued], and when the dispatcher halts.
+// Records that queued while the previous transaction was in flight for
+// longer than d go as soon as it commits, unless their burst goes on.
 func WithCommitLinger(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {
@@ -312,6 +334,24 @@ func WithCommitGap(d time.Duration) Option {
 			return fmt.Errorf("dispatch: commit gap %v is negative", d)
 		}
 		c.commitGap = d
+		return nil
+	}
+}
+
+// WithOutcomeLinger sets how long outcome records that have the queue to
+// themselves wait for a transaction that is due anyway before they start
+// one of their own, overriding [DefaultOutcomeLinger]. They never wait less
+// than the commit gap, nor once their batch is full or the queue is at its
+// bound, nor after [Dispatcher.StopIntake]. Zero makes an outcome start a
+// transaction like any other record, after the commit linger. The wait
+// never reorders the log: an outcome goes in the same transaction as the
+// records queued before it, or a later one.
+func WithOutcomeLinger(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("dispatch: outcome linger %v is negative", d)
+		}
+		c.outcomeLinger = d
 		return nil
 	}
 }

@@ -686,21 +686,3 @@ func TestNewDispatcherRejectsBadArguments(t *testing.T) {
 		t.Errorf("partitions %v %v", d.LogPartition(), d.RequestsPartition())
 	}
 }
-
-func TestStampTokenMatchesCodec(t *testing.T) {
-	e := Entry{Kind: EntryOutcome, Role: "controller", Member: "node-1", Token: standInToken(), At: time.UnixMilli(1_700_000_000_000),
-		Outcome: &Outcome{CommandID: "c", Status: StatusSucceeded, Attempt: FirstAttempt}}
-	key, value, err := EncodeEntry(e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := fakeToken(t, 1<<40+5, 32000)
-	stampToken(value, want)
-	got, err := DecodeEntry(key, value)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Token != want || got.Member != "node-1" || got.Outcome.CommandID != "c" {
-		t.Errorf("decoded %+v after stamping %s", got, want)
-	}
-}

@@ -45,7 +45,11 @@ func (g *intakeGate) open() error {
 // the topic, past the committed intake position, for the next leader), and
 // Submit returns [ErrIntakeStopped]. The commands already taken go on to
 // their outcomes. It returns at once and may be called more than once.
-func (d *Dispatcher) StopIntake() { d.gate.close() }
+func (d *Dispatcher) StopIntake() {
+	d.gate.close()
+	// No Issued record is coming for the outcomes to ride with.
+	d.commits.hurry()
+}
 
 // Ready returns a channel that is closed when the dispatcher finished reading
 // its role's log at takeover and takes commands. It stays open when Run

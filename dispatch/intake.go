@@ -53,9 +53,7 @@ func (d *Dispatcher) intakeLoop() {
 	ctx, cancel := context.WithCancel(d.haltCtx)
 	defer cancel()
 	defer context.AfterFunc(d.gate.context(), cancel)()
-	d.mu.Lock()
-	next := d.intake
-	d.mu.Unlock()
+	next := d.commits.intakePosition()
 	waits := doubling(d.cfg.writeRetryBackoff, d.cfg.maxRetryBackoff)
 	d.tel.intakeSeen(next)
 	for {
@@ -140,7 +138,7 @@ func (d *Dispatcher) queueMark(mark *item) error {
 	if err := d.waitRoom(d.haltCtx); err != nil {
 		return err
 	}
-	d.enqueue(mark)
+	d.commits.enqueue(mark)
 	return nil
 }
 
@@ -153,19 +151,19 @@ func (d *Dispatcher) rejectAtIntake(cmd Command, reason error, mark *item) error
 		return err
 	}
 	if _, ok := d.commands[cmd.ID]; ok {
-		d.enqueue(mark)
+		d.commits.enqueue(mark)
 		return nil
 	}
 	c := &command{cmd: cmd, phase: phaseQueued, attempt: NoAttempt, settled: make(chan struct{})}
 	it, err := d.outcomeItem(c, Outcome{Status: StatusRejected, Attempt: NoAttempt, Reason: reason.Error()})
 	if err != nil {
-		d.enqueue(mark)
+		d.commits.enqueue(mark)
 		return nil
 	}
 	it.counted = true
 	it.intake, it.intakeNext = true, mark.intakeNext
 	d.commands[cmd.ID] = c
 	d.tel.pendingDelta(1)
-	d.enqueue(it)
+	d.commits.enqueue(it)
 	return nil
 }

@@ -55,7 +55,7 @@ func (d *Dispatcher) recover(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.recovery = stats
-	d.intake = state.intake
+	d.commits.setIntake(state.intake)
 	d.tel.intakeCommitted(state.intake)
 	now := d.now()
 	cutoff := now.Add(-d.cfg.dedupWindow - DedupClockSkew)
@@ -287,7 +287,7 @@ func (d *Dispatcher) takeOver(c *command, now time.Time) error {
 		if err != nil {
 			return err
 		}
-		d.enqueue(it)
+		d.commits.enqueue(it)
 		return nil
 	}
 	if !now.Before(c.cmd.Deadline) {
@@ -296,7 +296,7 @@ func (d *Dispatcher) takeOver(c *command, now time.Time) error {
 		if err != nil {
 			return err
 		}
-		d.enqueue(it)
+		d.commits.enqueue(it)
 		return nil
 	}
 	device, err := d.registry.Lookup(c.cmd.Device)
@@ -311,7 +311,7 @@ func (d *Dispatcher) takeOver(c *command, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	d.enqueue(it)
+	d.commits.enqueue(it)
 	return nil
 }
 
@@ -341,6 +341,6 @@ func (d *Dispatcher) redispatch(c *command, reason RedispatchReason) error {
 		d.phaseMoved(was, c.phase)
 		d.enqueueJob(c, token, attempt)
 	}
-	d.enqueue(it)
+	d.commits.enqueue(it)
 	return nil
 }

@@ -432,7 +432,7 @@ func checkLiveAgreesWithRecovery(t *testing.T, d *Dispatcher, entries []Entry) {
 			t.Errorf("%s: live %+v, recovered %+v", c.cmd.ID, got, want)
 		}
 	}
-	if rebuilt.intake != d.intake {
-		t.Errorf("intake: live %d, recovered %d", d.intake, rebuilt.intake)
+	if rebuilt.intake != d.commits.intakePosition() {
+		t.Errorf("intake: live %d, recovered %d", d.commits.intakePosition(), rebuilt.intake)
 	}
 }

@@ -105,7 +105,7 @@ func TestTakeoverSettlesPendingCommands(t *testing.T) {
 			t.Errorf("duplicate of a logged command: %+v %v", out, err)
 		}
 		h.d.mu.Lock()
-		intake := h.d.intake
+		intake := h.d.commits.intakePosition()
 		h.d.mu.Unlock()
 		if intake != 42 {
 			t.Errorf("intake position %d, want 42", intake)

@@ -126,7 +126,7 @@ func (d *Dispatcher) startResolve(id string, action ResolveAction) (*command, er
 		if err != nil {
 			return nil, err
 		}
-		d.enqueue(it)
+		d.commits.enqueue(it)
 	}
 	c.resolving = true
 	c.settled = make(chan struct{})

@@ -38,7 +38,7 @@ func (d *Dispatcher) enqueueJob(c *command, token coordination.FencingToken, att
 			// registry only grows, so only an operator's redispatch of a
 			// command whose device is gone lands here: it goes back in doubt.
 			if it, ierr := d.outcomeItem(c, Outcome{Status: StatusInDoubt, Attempt: attempt, Reason: err.Error()}); ierr == nil {
-				d.enqueue(it)
+				d.commits.enqueue(it)
 			}
 			return
 		}

@@ -39,6 +39,9 @@ type Dispatcher struct {
 	// clients met.
 	Retries *ConcurrentTxns
 
+	// Mix counts what the dispatcher's transactions carried.
+	Mix *TxnMix
+
 	leadership *coordination.Leadership
 	leader     *countingLeader
 	transport  *coordination.KafkaTransport
@@ -106,6 +109,8 @@ func StartDispatcher(ctx context.Context, s DispatcherSetup) (*Dispatcher, error
 		}
 		opts = append(opts, dispatch.WithRequestSource(source))
 	}
+	mix := &TxnMix{}
+	opts = append(opts, dispatch.WithOnCommitted(mix.note))
 	opts = append(opts, s.Options...)
 	counting := &countingLeader{Leadership: l}
 	d, err := dispatch.NewDispatcher(counting, registry, logReaderOf(s.Brokers), opts...)
@@ -121,7 +126,7 @@ func StartDispatcher(ctx context.Context, s DispatcherSetup) (*Dispatcher, error
 			source.Close()
 		}
 	}()
-	return &Dispatcher{D: d, Device: timing, Role: s.Role, Retries: retries, leadership: l, leader: counting, transport: transport, cancel: stop, done: done}, nil
+	return &Dispatcher{D: d, Device: timing, Role: s.Role, Retries: retries, Mix: mix, leadership: l, leader: counting, transport: transport, cancel: stop, done: done}, nil
 }
 
 // Transactions returns how many guarded transactions the dispatcher has
@@ -145,6 +150,51 @@ func (s WriteStats) Sub(o WriteStats) WriteStats {
 // WriteStats returns a snapshot of the dispatcher's guarded transactions.
 func (d *Dispatcher) WriteStats() WriteStats {
 	return WriteStats{Writes: d.leader.writes.Load(), Records: d.leader.records.Load(), InWrite: time.Duration(d.leader.inWrite.Load())}
+}
+
+// TxnMix counts the dispatcher's committed transactions by what they
+// carried: Issued records (with or without outcomes), or outcomes alone. It
+// reads them through dispatch.WithOnCommitted, which reports every
+// transaction with a command record.
+type TxnMix struct {
+	issuing, outcomesOnly atomic.Int64
+}
+
+// MixStats is a snapshot of a TxnMix.
+type MixStats struct {
+	// Issuing counts the transactions with at least one Issued record;
+	// OutcomesOnly those with Outcome records and no Issued or
+	// Redispatched record.
+	Issuing, OutcomesOnly int64
+}
+
+// Sub returns the difference of two snapshots.
+func (s MixStats) Sub(o MixStats) MixStats {
+	return MixStats{Issuing: s.Issuing - o.Issuing, OutcomesOnly: s.OutcomesOnly - o.OutcomesOnly}
+}
+
+// Stats returns a snapshot.
+func (m *TxnMix) Stats() MixStats {
+	return MixStats{Issuing: m.issuing.Load(), OutcomesOnly: m.outcomesOnly.Load()}
+}
+
+// note is the dispatcher's WithOnCommitted callback.
+func (m *TxnMix) note(records []dispatch.CommittedRecord) {
+	issued, others := false, false
+	for _, r := range records {
+		switch r.Kind {
+		case dispatch.EntryIssued:
+			issued = true
+		case dispatch.EntryRedispatched:
+			others = true
+		}
+	}
+	switch {
+	case issued:
+		m.issuing.Add(1)
+	case !others:
+		m.outcomesOnly.Add(1)
+	}
 }
 
 // countingLeader counts the dispatcher's guarded transactions, their

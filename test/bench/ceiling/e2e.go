@@ -73,6 +73,19 @@ type E2EResult struct {
 	// per round of Batch commands.
 	TxnsPerRound float64
 
+	// Mix and Rounds say what the transactions of the repetitions carried
+	// and over how many rounds: a round that needs more than one
+	// transaction with Issued records did not gather its burst of submits
+	// into one, and a transaction of outcomes alone held back the Issued
+	// records that queued while it was in flight.
+	Mix    MixStats
+	Rounds int64
+
+	// Drive is the median over the rounds of the time from the first to the
+	// last device act of a round: how long the dispatcher takes to drive a
+	// committed batch, and so how long its outcomes keep queuing.
+	Drive time.Duration
+
 	// Writes are the dispatcher's transactions during the repetitions:
 	// their number, records and time inside Leadership.Write. With the
 	// dispatcher's own time it says where a round's time goes.
@@ -173,13 +186,20 @@ func RunE2E(ctx context.Context, cfg E2E) (E2EResult, error) {
 	}
 
 	var dispatchSamples []time.Duration
-	var perRounds []float64
+	var perRounds, drives []float64
 	for rep := range cfg.Reps {
 		r := E2ERep{Ceiling: make([]Summary, len(pauses))}
 		dispatchSide := func() error {
-			before, retries := d.WriteStats(), d.Retries.Count()
+			before, retries, mix := d.WriteStats(), d.Retries.Count(), d.Mix.Stats()
 			samples, elapsed, perRound, err := runDispatch(cfg.Window)
 			delta := d.WriteStats().Sub(before)
+			mixed := d.Mix.Stats().Sub(mix)
+			res.Mix = MixStats{Issuing: res.Mix.Issuing + mixed.Issuing, OutcomesOnly: res.Mix.OutcomesOnly + mixed.OutcomesOnly}
+			res.Rounds += int64(len(samples) / cfg.Batch)
+			for i := 0; i+cfg.Batch <= len(samples); i += cfg.Batch {
+				round := samples[i : i+cfg.Batch]
+				drives = append(drives, float64(slices.Max(round)-slices.Min(round)))
+			}
 			res.DispatchRetries += d.Retries.Count() - retries
 			res.Writes = WriteStats{Writes: res.Writes.Writes + delta.Writes, Records: res.Writes.Records + delta.Records, InWrite: res.Writes.InWrite + delta.InWrite}
 			res.DispatchTime += elapsed
@@ -218,10 +238,13 @@ func RunE2E(ctx context.Context, cfg E2E) (E2EResult, error) {
 		}
 		r.Ratio = Ratio(r.Dispatch.Rate, r.Ceiling[r.Best].Rate)
 		res.Reps = append(res.Reps, r)
-		logf("batch %d, repetition %d: dispatcher %.0f/s, best ceiling %.0f/s (pause %s), ratio %.2f",
-			cfg.Batch, rep+1, r.Dispatch.Rate, r.Ceiling[r.Best].Rate, pauses[r.Best], r.Ratio)
+		logf("batch %d, repetition %d: dispatcher %.0f/s, best ceiling %.0f/s (pause %s), ratio %.2f; per round so far: %.2f transactions with Issued records, %.2f of outcomes alone, driven in %s (median)",
+			cfg.Batch, rep+1, r.Dispatch.Rate, r.Ceiling[r.Best].Rate, pauses[r.Best], r.Ratio,
+			Ratio(float64(res.Mix.Issuing), float64(res.Rounds)), Ratio(float64(res.Mix.OutcomesOnly), float64(res.Rounds)),
+			time.Duration(Median(drives)).Round(10*time.Microsecond))
 	}
 	res.summarize(dispatchSamples, perRounds)
+	res.Drive = time.Duration(Median(drives))
 	return res, nil
 }
 

@@ -42,6 +42,8 @@ func ProducerOptions(brokers []string, transactionalID string, lease time.Durati
 // command: its Issued and its Outcome entry, with the headers the
 // dispatcher and the leadership put on them (token, member, term).
 type CommandRecords struct {
+	// ID is the command's ID.
+	ID         string
 	Key, Value [2][]byte
 	Headers    []kgo.RecordHeader
 }
@@ -73,6 +75,7 @@ func EncodeCommands(role string, n int) ([]CommandRecords, error) {
 			}
 			out[i].Key[j], out[i].Value[j] = key, value
 		}
+		out[i].ID = cmd.ID
 		out[i].Headers = headers
 	}
 	return out, nil
@@ -135,6 +138,48 @@ func (p *RawProducer) Run(ctx context.Context, batch int, pause, duration time.D
 		}
 		for range batch {
 			samples = append(samples, took)
+		}
+		if pause > 0 {
+			select {
+			case <-time.After(pause):
+			case <-ctx.Done():
+				return Summary{}, ctx.Err()
+			}
+		}
+	}
+	return Summarize(samples, time.Since(start)), nil
+}
+
+// RunSeen is Run, but each latency ends when w, a read_committed reader of
+// the producer's partition, has read the transaction's last Outcome record:
+// the instant any reader of the log learns that the transaction committed,
+// the same end as the dispatcher's "to outcome committed" latency. The
+// next transaction starts after that. Each command's Outcome record must
+// be written once in the run, so the producer needs more encoded commands
+// than the run writes; it fails when they would repeat.
+func (p *RawProducer) RunSeen(ctx context.Context, w *OutcomeWatcher, batch int, pause, duration time.Duration) (Summary, error) {
+	if batch < 1 {
+		return Summary{}, errors.New("ceiling: batch below 1")
+	}
+	var samples []time.Duration
+	start := time.Now()
+	for time.Since(start) < duration {
+		if p.next+batch > len(p.commands) {
+			return Summary{}, fmt.Errorf("ceiling: %d encoded commands are too few for the run; their outcomes would repeat", len(p.commands))
+		}
+		last := p.commands[p.next+batch-1].ID
+		began := time.Now()
+		if _, err := p.commit(ctx, batch); err != nil {
+			return Summary{}, err
+		}
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		seen, err := w.Wait(wctx, last)
+		cancel()
+		if err != nil {
+			return Summary{}, err
+		}
+		for range batch {
+			samples = append(samples, seen.Sub(began))
 		}
 		if pause > 0 {
 			select {

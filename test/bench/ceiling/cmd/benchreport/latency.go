@@ -14,6 +14,7 @@ type latencyResult struct {
 	clients     int
 	http, topic ceiling.LatencyResult
 	raw         ceiling.Summary
+	rawSeen     ceiling.Summary // the raw commit until a reader of the log read it
 	rawBatch    int
 	rawPause    time.Duration
 	intakeRead  ceiling.Summary
@@ -23,8 +24,8 @@ type latencyResult struct {
 // API and through the requests topic, to the device acting and to the
 // outcome committed, in alternation with the raw commit of the ceiling.
 func latencySection(ctx context.Context, o options, prefix string, newTopic func(string) (string, error), rep *report) error {
-	var topics [4]string
-	for i, kind := range []string{"log", "req", "raw", "intake"} {
+	var topics [5]string
+	for i, kind := range []string{"log", "req", "raw", "intake", "rawseen"} {
 		name, err := newTopic("lat-" + kind)
 		if err != nil {
 			return err
@@ -58,6 +59,23 @@ func latencySection(ctx context.Context, o options, prefix string, newTopic func
 	}
 	defer raw.Close()
 
+	// The raw commit seen by a reader writes each command once: enough of
+	// them for a transaction every 5 ms over the whole section.
+	seenCommands, err := ceiling.EncodeCommands(role, o.clients*int((time.Duration(o.reps)*o.point+o.warmup)/(5*time.Millisecond)+10))
+	if err != nil {
+		return err
+	}
+	rawSeen, err := ceiling.NewRawProducer(ctx, o.brokers, topics[4], topics[4], ceiling.BenchLease, seenCommands)
+	if err != nil {
+		return err
+	}
+	defer rawSeen.Close()
+	seenWatch, err := ceiling.WatchOutcomes(o.brokers, topics[4])
+	if err != nil {
+		return err
+	}
+	defer seenWatch.Close()
+
 	res := &latencyResult{clients: o.clients, rawBatch: o.clients}
 	// The raw commit runs at the pause that commits fastest.
 	best := 0.0
@@ -73,7 +91,7 @@ func latencySection(ctx context.Context, o options, prefix string, newTopic func
 	if _, err := ceiling.MeasureLatency(ctx, m, w, viaHTTP, role, "warm", o.clients, o.warmup); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
-	var httpAcc, httpDev, httpOut, topicAcc, topicDev, topicOut, raws, intakes []ceiling.Summary
+	var httpAcc, httpDev, httpOut, topicAcc, topicDev, topicOut, raws, seens, intakes []ceiling.Summary
 	for i := range o.reps {
 		h, err := ceiling.MeasureLatency(ctx, m, w, viaHTTP, role, fmt.Sprintf("http%d", i), o.clients, o.point)
 		if err != nil {
@@ -87,6 +105,11 @@ func latencySection(ctx context.Context, o options, prefix string, newTopic func
 		if err != nil {
 			return fmt.Errorf("raw commit: %w", err)
 		}
+		seen, err := rawSeen.RunSeen(ctx, seenWatch, res.rawBatch, res.rawPause, o.point)
+		if err != nil {
+			return fmt.Errorf("raw commit seen by a reader: %w", err)
+		}
+		seens = append(seens, seen)
 		in, err := ceiling.MeasureIntakeRead(ctx, o.brokers, topics[3], o.point)
 		if err != nil {
 			return fmt.Errorf("requests topic read alone: %w", err)
@@ -95,12 +118,13 @@ func latencySection(ctx context.Context, o options, prefix string, newTopic func
 		httpAcc, httpDev, httpOut = append(httpAcc, h.ToAccepted), append(httpDev, h.ToDevice), append(httpOut, h.ToOutcome)
 		topicAcc, topicDev, topicOut = append(topicAcc, t.ToAccepted), append(topicDev, t.ToDevice), append(topicOut, t.ToOutcome)
 		raws = append(raws, r)
-		logf("latency repetition %d: API to outcome p99 %s ms, topic to outcome p99 %s ms, raw commit p99 %s ms", i+1,
-			ceiling.Millis(h.ToOutcome.P99), ceiling.Millis(t.ToOutcome.P99), ceiling.Millis(r.P99))
+		logf("latency repetition %d: API to outcome p99 %s ms, topic to outcome p99 %s ms, raw commit p99 %s ms, raw commit seen by a reader p99 %s ms", i+1,
+			ceiling.Millis(h.ToOutcome.P99), ceiling.Millis(t.ToOutcome.P99), ceiling.Millis(r.P99), ceiling.Millis(seen.P99))
 	}
 	res.http = ceiling.LatencyResult{ToAccepted: ceiling.Pool(httpAcc...), ToDevice: ceiling.Pool(httpDev...), ToOutcome: ceiling.Pool(httpOut...)}
 	res.topic = ceiling.LatencyResult{ToAccepted: ceiling.Pool(topicAcc...), ToDevice: ceiling.Pool(topicDev...), ToOutcome: ceiling.Pool(topicOut...)}
 	res.raw = ceiling.Pool(raws...)
+	res.rawSeen = ceiling.Pool(seens...)
 	res.intakeRead = ceiling.Pool(intakes...)
 	rep.latency = res
 	return nil

@@ -221,6 +221,17 @@ func (r *report) writeE2E(w func(string, ...any)) error {
 		xs = append(xs, float64(p.Batch))
 	}
 	w("\nA quantile finer than the sample count resolves (p999 of fewer than 1000 samples) equals the maximum.\n\n")
+	w("What the dispatcher's transactions carried, per round of a batch (read through `dispatch.WithOnCommitted`): a round\n")
+	w("whose Issued records took more than one transaction did not gather its burst of submits into one, and a\n")
+	w("transaction of outcomes alone held back the Issued records that queued while it was in flight. Under sustained\n")
+	w("load the outcomes of one round ride with the Issued records of the next: one transaction a round. The last\n")
+	w("column is the median time from the first to the last device act of a round, while its outcomes queue.\n\n")
+	w("| Batch | Rounds | Transactions with Issued records per round | Transactions of outcomes alone per round | First to last act of a round, ms |\n|---:|---:|---:|---:|---:|\n")
+	for _, p := range r.e2e {
+		w("| %d | %d | %.2f | %.2f | %s |\n", p.Batch, p.Rounds,
+			ceiling.Ratio(float64(p.Mix.Issuing), float64(p.Rounds)), ceiling.Ratio(float64(p.Mix.OutcomesOnly), float64(p.Rounds)), ceiling.Millis(p.Drive))
+	}
+	w("\n")
 	w("The ceiling at each pause: median rate over the repetitions (commands/s), and CONCURRENT_TRANSACTIONS answers per\n")
 	w("transaction:\n\n| Batch |")
 	for _, p := range r.e2e[0].Pauses {
@@ -550,8 +561,16 @@ func (r *report) writeLatency(w func(string, ...any)) {
 	}
 	w("| raw commit (ceiling) | %d | | | %s / %s / %s (one commit) | 1.00 |\n", l.raw.Count/max(1, l.rawBatch),
 		ceiling.Millis(l.raw.P50), ceiling.Millis(l.raw.P99), ceiling.Millis(l.raw.P999))
+	w("| raw commit until a read_committed reader read it | %d | | | %s / %s / %s (one commit, read) | %.2f |\n", l.rawSeen.Count/max(1, l.rawBatch),
+		ceiling.Millis(l.rawSeen.P50), ceiling.Millis(l.rawSeen.P99), ceiling.Millis(l.rawSeen.P999), ceiling.Ratio(float64(l.rawSeen.P99), float64(l.raw.P99)))
 	w("| requests topic read alone (produce, then `KafkaRequestSource` returns it) | %d | | %s / %s / %s | | |\n\n", l.intakeRead.Count,
 		ceiling.Millis(l.intakeRead.P50), ceiling.Millis(l.intakeRead.P99), ceiling.Millis(l.intakeRead.P999))
+	w("A path's latency ends when a reader of the log has read the outcome, which the raw commit's does not: its end is\n")
+	w("the return of the producer's commit, before the commit markers are written and a read_committed fetch returns\n")
+	w("them. The raw commit until a reader read it (a producer of its own, one transaction after another, each waiting\n")
+	w("for its last Outcome record at a read_committed consumer, as the clients do) ends where the paths end. Against\n")
+	w("its p99 the outcome p99 is %.2fx through the HTTP API and %.2fx through the requests topic.\n\n",
+		ceiling.Ratio(float64(l.http.ToOutcome.P99), float64(l.rawSeen.P99)), ceiling.Ratio(float64(l.topic.ToOutcome.P99), float64(l.rawSeen.P99)))
 	for _, x := range []struct {
 		name string
 		res  ceiling.LatencyResult

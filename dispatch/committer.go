@@ -1,0 +1,619 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// item is one record that waits for a transaction of the command log, or a
+// bare intake mark for a request that needs no record of its own.
+type item struct {
+	// key and value are encoded under a stand-in token; the transaction
+	// writes its own token into value (see stampToken).
+	key, value []byte
+	headers    []coordination.Header
+
+	// counted reports whether the item counts towards the queue bound.
+	counted bool
+
+	// rides reports a record that makes no transaction due by itself: an
+	// outcome, which nothing waits for before a dispatch. It rides with
+	// the next transaction that is due anyway, and waits at most the
+	// outcome linger for one. An item with an intake mark never rides.
+	rides bool
+
+	// intake reports that the item covers the request before intakeNext.
+	intake     bool
+	intakeNext int64
+
+	// committed applies the record's effect, under the dispatcher's lock,
+	// once the transaction committed under token, at offset in the log
+	// partition (-1 when the writer cannot tell).
+	committed func(token coordination.FencingToken, offset int64)
+
+	// checkpoint reports a checkpoint part, which does not count towards
+	// the next checkpoint.
+	checkpoint bool
+
+	// span ends when the record commits.
+	span trace.Span
+
+	// kind, commandID and outcome describe the record to the
+	// WithOnCommitted callback; outcome is set for an Outcome record alone.
+	kind      EntryKind
+	commandID string
+	outcome   *Outcome
+}
+
+// encodeItem encodes e as a record of role written by member, under a
+// stand-in token, with the trace context of span in its headers.
+func encodeItem(role, member string, e Entry, span trace.SpanContext) (*item, error) {
+	e.Role = role
+	e.Member = member
+	e.Token = standInToken()
+	if e.At.IsZero() {
+		e.At = time.Now()
+	}
+	key, value, err := EncodeEntry(e)
+	if err != nil {
+		return nil, err
+	}
+	it := &item{key: key, value: value, headers: traceHeaders(span), kind: e.Kind}
+	switch {
+	case e.Issued != nil:
+		it.commandID = e.Issued.Command.ID
+	case e.Redispatched != nil:
+		it.commandID = e.Redispatched.CommandID
+	case e.Outcome != nil:
+		it.commandID, it.outcome = e.Outcome.CommandID, e.Outcome
+	}
+	return it, nil
+}
+
+// transactionWriter runs one guarded transaction of the command log; a [Leader] is
+// one.
+type transactionWriter interface {
+	Write(ctx context.Context, build func(token coordination.FencingToken) ([]coordination.GuardedRecord, error)) (coordination.FencingToken, error)
+}
+
+// makesDue reports whether the item makes a transaction due: every item but
+// one that rides.
+func (it *item) makesDue() bool { return !it.rides || it.intake }
+
+// commitBounds are the bounds of group commit (see the options that set
+// them: WithMaxBatchRecords, WithMaxBatchBytes, WithMaxQueued,
+// WithCommitLinger, WithCommitGap, WithOutcomeLinger).
+type commitBounds struct {
+	maxRecords, maxBytes, maxQueued int
+	linger, gap, ride               time.Duration
+}
+
+// committedBatch is a batch of items whose transaction committed.
+type committedBatch struct {
+	items []*item
+	// token is the token the transaction wrote under.
+	token coordination.FencingToken
+	// offsets[i] is the offset of the record of items[i] in the log
+	// partition, or -1 for an item without a record or when the writer
+	// cannot tell.
+	offsets []int64
+	// intake reports that the batch committed the intake position
+	// intakeNext.
+	intake     bool
+	intakeNext int64
+}
+
+// committerConfig is what a committer is built from.
+type committerConfig struct {
+	writer transactionWriter
+	bounds commitBounds
+
+	// role and member sign the intake record; logTP is where every record
+	// goes, and requestTP is the partition the intake position is of.
+	role, member     string
+	logTP, requestTP coordination.TopicPartition
+
+	// retryBackoff is the wait before a failed transaction is tried again.
+	retryBackoff time.Duration
+	logger       *slog.Logger
+	tel          *telemetry
+
+	// halt ends the owner when the committer cannot go on; it may call
+	// stop.
+	halt func(error)
+
+	// committed receives each committed batch, in commit order, on the
+	// commit loop; the next transaction starts after it returns.
+	committed func(committedBatch)
+
+	// due reports whether between has records to write; the loop asks it
+	// while the queue is empty, and after a wake. between returns the
+	// records to commit in a transaction of their own after each batch
+	// (the checkpoints), or none. Either may be nil.
+	due     func() bool
+	between func() []*item
+}
+
+// committer writes the command log for a dispatcher: it owns the queue of
+// records waiting for a transaction, takes them in batches within the batch
+// bounds, runs one transaction at a time through the leadership, and hands
+// each committed batch to one callback, which applies its effects. It keeps
+// the committed intake position, which each transaction with intake marks
+// moves.
+//
+// It has its own lock, and calls none of its callbacks while holding it, so
+// that a caller may hold its own lock while it calls the committer: the
+// dispatcher's lock is always taken first.
+//
+// The encoding of records happens before they reach the committer; under
+// its lock it only moves them.
+type committer struct {
+	cfg committerConfig
+
+	mu     sync.Mutex
+	halted bool
+	queue  []*item // records waiting for a transaction
+	queued int     // counted items in queue, bounded by maxQueued
+	// records and bytes are what the whole queue would write, its intake
+	// record included, to tell a full batch without a walk of the queue.
+	records, bytes int
+	hasIntake      bool
+	// due reports that the queue holds an item that makes a transaction
+	// due. lingerFrom is when the commit linger of the next transaction
+	// started, when the first such item queued, or zero for no linger;
+	// ridesFrom is when the first item that rides queued.
+	due                   bool
+	lingerFrom, ridesFrom time.Time
+	// lastAt is when the last item queued, and burstEnd is burstQuiet
+	// after the last item of a burst: one that queued within burstQuiet
+	// of the item before it.
+	lastAt, burstEnd time.Time
+	// hurried reports that nothing more will make a transaction due
+	// (intake stopped), so that riding records do not wait.
+	hurried bool
+	intake  int64 // the committed intake position
+	wake    chan struct{}
+	room    chan struct{} // closed and replaced when the queue shrinks
+
+	// committedAt is when the last transaction ended; only the commit
+	// loop touches it.
+	committedAt time.Time
+}
+
+// newCommitter returns a committer that starts nothing: call run.
+func newCommitter(cfg committerConfig) *committer {
+	return &committer{cfg: cfg, wake: make(chan struct{}, 1), room: make(chan struct{})}
+}
+
+// setIntake sets the committed intake position that recovery found.
+func (c *committer) setIntake(next int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.intake = next
+}
+
+// intakePosition returns the committed intake position.
+func (c *committer) intakePosition() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.intake
+}
+
+// enqueue appends items to the queue and wakes the commit loop. After stop
+// it drops them.
+func (c *committer) enqueue(items ...*item) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.halted {
+		return
+	}
+	// The loop waits for a deadline that only an empty queue, a first
+	// record that makes a transaction due, or a full batch or queue moves;
+	// any other record needs no wake.
+	wasEmpty, wasDue, wasFull := len(c.queue) == 0, c.due, c.fullLocked()
+	now := time.Now()
+	if q := c.burstQuiet(); q > 0 && !c.lastAt.IsZero() && now.Sub(c.lastAt) <= q {
+		c.burstEnd = now.Add(q)
+	}
+	c.lastAt = now
+	for _, it := range items {
+		if it.counted {
+			c.queued++
+		}
+		c.count(it)
+		due := it.makesDue() || c.cfg.bounds.ride <= 0
+		switch {
+		case due && !c.due:
+			c.due, c.lingerFrom = true, now
+		case !due && c.ridesFrom.IsZero():
+			c.ridesFrom = now
+		}
+	}
+	c.queue = append(c.queue, items...)
+	if wasEmpty || c.due != wasDue || c.fullLocked() != wasFull {
+		c.poke()
+	}
+}
+
+// fullLocked reports whether the queue holds a full batch or is at its
+// bound. The caller holds c.mu.
+func (c *committer) fullLocked() bool {
+	b := c.cfg.bounds
+	return c.records >= b.maxRecords || c.bytes >= b.maxBytes || c.queued >= b.maxQueued
+}
+
+// count adds the record of it to the queue's totals. The caller holds c.mu.
+func (c *committer) count(it *item) {
+	if it.key != nil {
+		c.records++
+	}
+	if it.intake && !c.hasIntake {
+		c.records++ // the intake record of the batch
+		c.hasIntake = true
+	}
+	c.bytes += len(it.key) + len(it.value)
+}
+
+// hurry makes riding records go without waiting for a transaction that is
+// due anyway: the caller knows that none will come.
+func (c *committer) hurry() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hurried = true
+	c.poke()
+}
+
+// notify wakes the commit loop, so that it asks due again.
+func (c *committer) notify() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.poke()
+}
+
+// poke wakes the commit loop. The caller holds c.mu.
+func (c *committer) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// full reports whether the queue is at its bound, and returns a channel
+// that closes when it shrinks or the committer stops. A caller that must
+// not pass the bound checks it and enqueues under a lock of its own that
+// every enqueuer holds.
+func (c *committer) full() (room <-chan struct{}, full bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.room, c.queued >= c.cfg.bounds.maxQueued && !c.halted
+}
+
+// stop drops the queue, releases every waiter of full, and ends the commit
+// loop. It is idempotent.
+func (c *committer) stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.halted {
+		return
+	}
+	c.halted = true
+	c.queue = nil
+	c.queued = 0
+	c.records, c.bytes, c.hasIntake = 0, 0, false
+	close(c.room)
+	c.poke()
+}
+
+// run is the commit loop. It runs one transaction at a time, each with
+// every record that queued while the one before was in flight, up to the
+// batch bounds. It starts the next transaction the commit gap after the one
+// before ended, or later when the first record queued less than the commit
+// linger ago (see lingerFor). After each batch it commits what between
+// returns in a transaction of its own. It returns after stop, or when ctx
+// ends; ctx bounds every transaction.
+func (c *committer) run(ctx context.Context) {
+	for {
+		batch := c.take(ctx)
+		if batch == nil {
+			return
+		}
+		if len(batch) > 0 {
+			c.commit(ctx, batch)
+		}
+		if c.cfg.between != nil {
+			if items := c.cfg.between(); len(items) > 0 {
+				c.commit(ctx, items)
+			}
+		}
+	}
+}
+
+// take waits for queued records, and for the commit linger, and takes the
+// next batch. It returns an empty batch when the queue is empty and due
+// reports records, and nil when the committer stopped or ctx ended.
+func (c *committer) take(ctx context.Context) []*item {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		c.mu.Lock()
+		if c.halted || ctx.Err() != nil {
+			c.mu.Unlock()
+			return nil
+		}
+		empty := len(c.queue) == 0
+		var linger <-chan time.Time
+		if !empty {
+			wait := c.lingerFor()
+			if wait <= 0 {
+				batch := c.takeLocked()
+				c.mu.Unlock()
+				return batch
+			}
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			linger = timer.C
+		}
+		c.mu.Unlock()
+		if empty && c.cfg.due != nil && c.cfg.due() {
+			return []*item{}
+		}
+		select {
+		case <-c.wake:
+		case <-linger:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// takeLocked takes the next batch off the queue. The caller holds c.mu.
+func (c *committer) takeLocked() []*item {
+	n, _, _ := c.batchSize()
+	batch := c.queue[:n:n]
+	c.queue = c.queue[n:]
+	c.records, c.bytes, c.hasIntake = 0, 0, false
+	c.ridesFrom = time.Time{}
+	if len(c.queue) == 0 {
+		c.queue = nil
+		c.due, c.lingerFrom = false, time.Time{}
+	} else {
+		// What is left waited as long as the batch; it goes next, with no
+		// linger of its own.
+		c.due, c.lingerFrom = true, time.Time{}
+		for _, it := range c.queue {
+			c.count(it)
+		}
+	}
+	for _, it := range batch {
+		if it.counted {
+			c.queued--
+		}
+	}
+	close(c.room)
+	c.room = make(chan struct{})
+	return batch
+}
+
+// lingerFor returns how much longer the queued records wait before their
+// transaction starts.
+//
+// A queue with a record that makes a transaction due waits for the later of
+// the commit linger after the first such record queued and the commit gap
+// after the last transaction ended. The linger ends once the batch is full.
+//
+// A queue of riding records alone (outcomes) waits for a record that makes
+// a transaction due, so that they share its transaction instead of taking
+// one of their own, which the next Issued records would have to wait for:
+// at most the outcome linger after the first of them queued, and at least
+// the commit gap. A full batch of them, or one after intake stopped, waits
+// for the gap alone.
+//
+// Nothing waits while the queue is at its bound, where submitters wait for
+// room. The caller holds c.mu, and the queue is not empty.
+func (c *committer) lingerFor() time.Duration {
+	b := c.cfg.bounds
+	if c.queued >= b.maxQueued {
+		return 0
+	}
+	var gap time.Duration
+	if b.gap > 0 && !c.committedAt.IsZero() {
+		gap = b.gap - time.Since(c.committedAt)
+	}
+	var wait time.Duration
+	switch {
+	case !c.due && !c.hurried:
+		wait = b.ride - time.Since(c.ridesFrom)
+		wait = c.extend(wait, c.ridesFrom)
+	case c.due && b.linger > 0 && !c.lingerFrom.IsZero():
+		wait = b.linger - time.Since(c.lingerFrom)
+		wait = c.extend(wait, c.lingerFrom)
+	}
+	if wait <= gap || c.fullLocked() {
+		return gap
+	}
+	return wait
+}
+
+// burstQuiet is how close together items queue to count as one burst,
+// whose transaction waits for its end: a third of the commit linger.
+func (c *committer) burstQuiet() time.Duration { return c.cfg.bounds.linger / 3 }
+
+// burstCap bounds the wait for the end of a burst: ten times the commit
+// linger after the wait began.
+func (c *committer) burstCap() time.Duration { return 10 * c.cfg.bounds.linger }
+
+// extend returns wait, the time left of a linger that began at from,
+// extended to the end of the burst of items that is still queuing, at
+// most burstCap after from. The caller holds c.mu.
+func (c *committer) extend(wait time.Duration, from time.Time) time.Duration {
+	if c.burstEnd.IsZero() || c.burstEnd.Before(from) {
+		return wait
+	}
+	end := c.burstEnd
+	if limit := from.Add(c.burstCap()); limit.Before(end) {
+		end = limit
+	}
+	return max(wait, time.Until(end))
+}
+
+// batchSize returns how many queued items the next transaction takes, and the
+// records and encoded bytes they come to, within the batch bounds. The
+// caller holds c.mu.
+func (c *committer) batchSize() (n, records, bytes int) {
+	b := c.cfg.bounds
+	intake := false
+	for _, it := range c.queue {
+		add := 0
+		if it.key != nil {
+			add = 1
+		}
+		if it.intake && !intake {
+			add++ // the intake record of the batch
+		}
+		size := len(it.key) + len(it.value)
+		if n > 0 && (records+add > b.maxRecords || bytes+size > b.maxBytes) {
+			break
+		}
+		records += add
+		bytes += size
+		intake = intake || it.intake
+		n++
+	}
+	return n, records, bytes
+}
+
+// commit writes batch in one transaction, retrying a failure that leaves the
+// leadership in place, and hands it to the committed callback once it
+// committed. A failure that ends the leadership leaves the batch in doubt:
+// the next leader reads what committed.
+func (c *committer) commit(ctx context.Context, batch []*item) {
+	intakeNext, hasIntake := int64(0), false
+	for _, it := range batch {
+		if it.intake {
+			intakeNext, hasIntake = it.intakeNext, true
+		}
+	}
+	var intakeValue, intakeKey []byte
+	if hasIntake {
+		it, err := encodeItem(c.cfg.role, c.cfg.member, Entry{Kind: EntryIntake, Intake: &IntakePosition{
+			Topic: c.cfg.requestTP.Topic, Partition: c.cfg.requestTP.Partition,
+			FromOffset: c.intakePosition(), NextOffset: intakeNext,
+		}}, trace.SpanContext{})
+		if err != nil {
+			c.cfg.logger.Error("dispatch: cannot encode the intake position", "err", err)
+			c.cfg.halt(fmt.Errorf("dispatch: encode intake position: %w", err))
+			return
+		}
+		intakeKey, intakeValue = it.key, it.value
+	}
+
+	// written and at keep the records of the last build, whose offsets the
+	// writer sets once they commit, and the record of each item in batch.
+	var written []coordination.GuardedRecord
+	at := make([]int, len(batch))
+	build := func(token coordination.FencingToken) ([]coordination.GuardedRecord, error) {
+		common := []coordination.Header{
+			{Key: HeaderToken, Value: []byte(token.String())},
+			{Key: HeaderMember, Value: []byte(c.cfg.member)},
+		}
+		records := make([]coordination.GuardedRecord, 0, len(batch)+1)
+		for i, it := range batch {
+			at[i] = -1
+			if it.key == nil {
+				continue
+			}
+			at[i] = len(records)
+			stampToken(it.value, token)
+			records = append(records, coordination.GuardedRecord{
+				Partition: c.cfg.logTP, Key: it.key, Value: it.value,
+				Headers: append(append([]coordination.Header(nil), common...), it.headers...),
+			})
+		}
+		if hasIntake {
+			stampToken(intakeValue, token)
+			records = append(records, coordination.GuardedRecord{
+				Partition: c.cfg.logTP, Key: intakeKey, Value: intakeValue, Headers: common,
+			})
+		}
+		written = records
+		return records, nil
+	}
+
+	start := time.Now()
+	var token coordination.FencingToken
+	for {
+		var err error
+		token, err = c.cfg.writer.Write(ctx, build)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, coordination.ErrFenced) {
+			c.cfg.tel.countFenced()
+		}
+		if ctx.Err() != nil || errors.Is(err, coordination.ErrFenced) || errors.Is(err, coordination.ErrOutcomeUnknown) || errors.Is(err, coordination.ErrNotHeld) {
+			// The leadership ends with these; the dispatcher's halt
+			// watcher stops the rest. The records are in doubt and the next
+			// leader reads what committed.
+			endSpans(batch, err)
+			return
+		}
+		c.cfg.logger.Warn("dispatch: a log transaction failed; trying again", "records", len(batch), "err", err)
+		select {
+		case <-time.After(c.cfg.retryBackoff):
+		case <-ctx.Done():
+			endSpans(batch, err)
+			return
+		}
+	}
+	c.committedAt = time.Now()
+	c.cfg.tel.commitLatency(c.committedAt.Sub(start))
+	endSpans(batch, nil)
+
+	c.mu.Lock()
+	if c.halted {
+		c.mu.Unlock()
+		return
+	}
+	if hasIntake {
+		c.intake = intakeNext
+	}
+	c.mu.Unlock()
+	if hasIntake {
+		c.cfg.tel.intakeCommitted(intakeNext)
+	}
+	offsets := make([]int64, len(batch))
+	for i := range batch {
+		offsets[i] = -1
+		if at[i] >= 0 && at[i] < len(written) {
+			offsets[i] = written[at[i]].Offset
+		}
+	}
+	if c.cfg.committed != nil {
+		c.cfg.committed(committedBatch{items: batch, token: token, offsets: offsets, intake: hasIntake, intakeNext: intakeNext})
+	}
+}
+
+// endSpans ends the span of every item of batch, recording err when set.
+func endSpans(batch []*item, err error) {
+	for _, it := range batch {
+		if it.span != nil {
+			if err != nil {
+				it.span.RecordError(err)
+			}
+			it.span.End()
+		}
+	}
+}
