@@ -171,10 +171,6 @@ type committer struct {
 	// ridesFrom is when the first item that rides queued.
 	due                   bool
 	lingerFrom, ridesFrom time.Time
-	// lastAt is when the last item queued, and burstEnd is burstQuiet
-	// after the last item of a burst: one that queued within burstQuiet
-	// of the item before it.
-	lastAt, burstEnd time.Time
 	// hurried reports that nothing more will make a transaction due
 	// (intake stopped), so that riding records do not wait.
 	hurried bool
@@ -219,10 +215,6 @@ func (c *committer) enqueue(items ...*item) {
 	// any other record needs no wake.
 	wasEmpty, wasDue, wasFull := len(c.queue) == 0, c.due, c.fullLocked()
 	now := time.Now()
-	if q := c.burstQuiet(); q > 0 && !c.lastAt.IsZero() && now.Sub(c.lastAt) <= q {
-		c.burstEnd = now.Add(q)
-	}
-	c.lastAt = now
 	for _, it := range items {
 		if it.counted {
 			c.queued++
@@ -436,37 +428,13 @@ func (c *committer) lingerFor() time.Duration {
 	switch {
 	case !c.due && !c.hurried:
 		wait = b.ride - time.Since(c.ridesFrom)
-		wait = c.extend(wait, c.ridesFrom)
 	case c.due && b.linger > 0 && !c.lingerFrom.IsZero():
 		wait = b.linger - time.Since(c.lingerFrom)
-		wait = c.extend(wait, c.lingerFrom)
 	}
 	if wait <= gap || c.fullLocked() {
 		return gap
 	}
 	return wait
-}
-
-// burstQuiet is how close together items queue to count as one burst,
-// whose transaction waits for its end: a third of the commit linger.
-func (c *committer) burstQuiet() time.Duration { return c.cfg.bounds.linger / 3 }
-
-// burstCap bounds the wait for the end of a burst: ten times the commit
-// linger after the wait began.
-func (c *committer) burstCap() time.Duration { return 10 * c.cfg.bounds.linger }
-
-// extend returns wait, the time left of a linger that began at from,
-// extended to the end of the burst of items that is still queuing, at
-// most burstCap after from. The caller holds c.mu.
-func (c *committer) extend(wait time.Duration, from time.Time) time.Duration {
-	if c.burstEnd.IsZero() || c.burstEnd.Before(from) {
-		return wait
-	}
-	end := c.burstEnd
-	if limit := from.Add(c.burstCap()); limit.Before(end) {
-		end = limit
-	}
-	return max(wait, time.Until(end))
 }
 
 // batchSize returns how many queued items the next transaction takes, and the

@@ -301,16 +301,11 @@ func WithMaxBatchBytes(n int) Option {
 // WithCommitLinger sets how long group commit waits, after the first record
 // that makes a transaction due queues (any record but an outcome, see
 // [WithOutcomeLinger]), for more records before it starts a transaction of
-// the command log, overriding [DefaultCommitLinger]. Zero starts a
-// transaction as soon as anything is queued. While records keep queuing
-// less than d/3 apart, a burst such as a thousand commands submitted at
-// once, the wait (and that of outcomes, see [WithOutcomeLinger]) goes on
-// until d/3 after the last of them, at most 10*d after it began, so that
-// the burst commits in one transaction rather than in a first part and the
-// rest. The wait ends early when the batch reaches [WithMaxBatchRecords],
-// [WithMaxBatchBytes] or [WithMaxQueued], and when the dispatcher halts.
-// Records that queued while the previous transaction was in flight for
-// longer than d go as soon as it commits, unless their burst goes on.
+// the command log, overriding [DefaultCommitLinger]. Zero starts a transaction as soon as
+// anything is queued. The wait ends early when the batch reaches
+// [WithMaxBatchRecords], [WithMaxBatchBytes] or [WithMaxQueued], and when the
+// dispatcher halts. Records that queued while the previous transaction was in
+// flight for longer than d go as soon as it commits.
 func WithCommitLinger(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {
