@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -40,6 +41,15 @@ func TestBatchGrowsToByteBoundUnderBacklog(t *testing.T) {
 
 		// The first command's transaction is held while the backlog queues:
 		// more commands than the byte bound holds, fewer than the queue bound.
+		// It is submitted alone, so that its transaction holds it alone.
+		go h.d.Submit(t.Context(), newCommand("command-first", "valve", 2*time.Hour))
+		synctest.Wait()
+		mu.Lock()
+		held := slices.Clone(counts)
+		mu.Unlock()
+		if len(held) != 1 || held[0] != 1 {
+			t.Fatalf("transactions before the backlog hold %v records, want the first command's alone", held)
+		}
 		const backlog = 8000
 		for i := range backlog {
 			go h.d.Submit(t.Context(), newCommand(fmt.Sprintf("command-%05d", i), "valve", 2*time.Hour))
