@@ -1,7 +1,9 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
@@ -76,20 +78,19 @@ func (s *logSearch) wholeCommand(id string) (CheckpointCommand, bool) {
 	return CheckpointCommand{}, false
 }
 
-// compactIDs returns the checkpoint's compact IDs whose hash is id's: those
-// of id, and of any command whose ID shares its hash.
+// compactIDs returns the checkpoint's compact ID whose hash is id's: that
+// of id, or of a command whose ID shares its hash. A checkpoint holds each
+// hash once.
 func (s *logSearch) compactIDs(id string) []CheckpointID {
 	if !s.found {
 		return nil
 	}
 	h := IDHash(id)
-	var ids []CheckpointID
-	for _, cid := range s.cp.IDs {
-		if cid.Hash == h {
-			ids = append(ids, cid)
-		}
+	i, ok := slices.BinarySearchFunc(s.ids, h, func(c compactID, h uint64) int { return cmp.Compare(c.hash, h) })
+	if !ok {
+		return nil
 	}
-	return ids
+	return []CheckpointID{s.ids[i].checkpointID()}
 }
 
 // statusWithoutHint is Status without a hint: it reads the records of id

@@ -1,10 +1,14 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
 )
 
 // maxSearchStep bounds the offsets of one read of the backward search for a
@@ -31,23 +35,31 @@ func (d *Dispatcher) recoverFromCheckpoint(ctx context.Context) (recovered, Reco
 	if err != nil {
 		return recovered{}, stats, err
 	}
+	state, stats, err := recoverState(ctx, d.role, d.requestTP, start, end, int64(d.cfg.checkpointInterval), d.readRange)
 	stats.Start, stats.End = start, end
-	s, err := searchCheckpoint(ctx, d.role, start, end, int64(d.cfg.checkpointInterval), d.readRange)
+	return state, stats, err
+}
+
+// recoverState reads the state of role from the newest complete checkpoint
+// in the offsets from start up to end and the records after it, as
+// recoverFromCheckpoint describes, with read reading the log.
+func recoverState(ctx context.Context, role string, requests coordination.TopicPartition, start, end, step int64,
+	read func(ctx context.Context, from, to int64) ([]Entry, error)) (recovered, RecoveryStats, error) {
+	stats := RecoveryStats{CheckpointOffset: -1}
+	s, err := searchCheckpoint(ctx, role, start, end, step, read)
 	stats.RecordsRead = s.read
 	if err != nil {
 		return recovered{}, stats, err
 	}
 	if !s.found {
 		stats.TailRecords = len(s.entries)
-		return foldLog(d.role, d.requestTP, s.entries), stats, nil
+		return foldLog(role, requests, s.entries), stats, nil
 	}
-	f := newFolder(d.role, d.requestTP)
-	f.seed(s.cp)
+	f := newFolder(role, requests)
+	f.seed(s.cp, s.ids)
 	for i := range s.entries {
-		if s.entries[i].Offset > s.at {
-			stats.TailRecords++
-			f.apply(&s.entries[i])
-		}
+		stats.TailRecords++
+		f.apply(&s.entries[i])
 	}
 	stats.CheckpointOffset = s.at
 	return f.finish(), stats, nil
@@ -56,13 +68,16 @@ func (d *Dispatcher) recoverFromCheckpoint(ctx context.Context) (recovered, Reco
 // checkpointSearch is what a backward search for the newest checkpoint of a
 // role found.
 type checkpointSearch struct {
-	// cp is the checkpoint, and at the offset of its last part, when found.
+	// cp is the checkpoint, with its compact IDs apart in ids, in hash
+	// order, and at the offset of its last part, when found.
 	cp    Checkpoint
+	ids   []compactID
 	at    int64
 	found bool
 
-	// entries are the role's records read, in offset order: those from the
-	// lowest offset read up to the end of the search.
+	// entries are the role's records read, in offset order: those after
+	// the checkpoint when found, else all from the lowest offset read up to
+	// the end of the search.
 	entries []Entry
 
 	// read counts every record read, of any role.
@@ -92,12 +107,16 @@ func searchCheckpoint(ctx context.Context, role string, start, end, step int64,
 			}
 		}
 		s.entries = append(mine, s.entries...)
-		cp, at, found, err := newestCheckpoint(role, s.entries)
+		cp, ids, at, found, err := newestCheckpoint(role, s.entries)
 		if err != nil {
 			return s, err
 		}
 		if found {
-			s.cp, s.at, s.found = cp, at, true
+			s.cp, s.ids, s.at, s.found = cp, ids, at, true
+			// Only the records after the checkpoint count from here: the
+			// ones before it, and what they hold, are let go.
+			i, _ := slices.BinarySearchFunc(s.entries, at+1, func(e Entry, o int64) int { return cmp.Compare(e.Offset, o) })
+			s.entries = slices.Clone(s.entries[i:])
 			return s, nil
 		}
 		hi = lo
@@ -107,14 +126,16 @@ func searchCheckpoint(ctx context.Context, role string, start, end, step int64,
 }
 
 // newestCheckpoint finds the newest complete checkpoint of role among
-// entries, given in offset order, and returns it with the offset of its
-// last part. The parts of one checkpoint share a token and a sequence and
-// were written in one transaction, so they are all committed or none, and
-// no record of the role lies between them; a checkpoint whose first parts
-// lie before entries is not found, and the caller reads further back. A
-// checkpoint whose parts are all there and do not decode is an error: a
-// leader must not act on part of its log.
-func newestCheckpoint(role string, entries []Entry) (cp Checkpoint, at int64, found bool, err error) {
+// entries, given in offset order, and returns it, its compact IDs in hash
+// order, and the offset of its last part. The parts of one checkpoint share
+// a token and a sequence and were written in one transaction, so they are
+// all committed or none, and no record of the role lies between them; a
+// checkpoint whose first parts lie before entries is not found, and the
+// caller reads further back. A checkpoint whose parts are all there and do
+// not decode is an error: a leader must not act on part of its log. It
+// takes the parts of the checkpoint it decodes out of their entries, so
+// that each part is let go once decoded.
+func newestCheckpoint(role string, entries []Entry) (cp Checkpoint, ids []compactID, at int64, found bool, err error) {
 	var parts []CheckpointPart
 	var last *Entry
 	for i := len(entries) - 1; i >= 0; i-- {
@@ -130,15 +151,20 @@ func newestCheckpoint(role string, entries []Entry) (cp Checkpoint, at int64, fo
 		}
 		parts = append(parts, p)
 		if len(parts) == p.Parts {
-			// The dispatcher's load refuses a hash held twice.
-			cp, err := assembleCheckpoint(role, parts, false)
-			if err != nil {
-				return Checkpoint{}, 0, false, fmt.Errorf("dispatch: checkpoint ending at offset %d: %w", last.Offset, err)
+			at := last.Offset
+			for j := i; j < len(entries); j++ {
+				if entries[j].Kind == EntryCheckpoint && entries[j].Offset <= at {
+					entries[j].Checkpoint = nil
+				}
 			}
-			return cp, last.Offset, true, nil
+			cp, ids, err := assembleCheckpoint(role, parts)
+			if err != nil {
+				return Checkpoint{}, nil, 0, false, fmt.Errorf("dispatch: checkpoint ending at offset %d: %w", at, err)
+			}
+			return cp, ids, at, true, nil
 		}
 	}
-	return Checkpoint{}, 0, false, nil
+	return Checkpoint{}, nil, 0, false, nil
 }
 
 // readRange reads the log partition between two offsets, trying again as

@@ -47,10 +47,13 @@ func (e *OutsideWindowError) Unwrap() error { return ErrOutsideDedupWindow }
 // The IDs live in a slice sorted by hash, searched by bisection, and a small
 // map of the latest additions that is merged into the slice when it grows,
 // so that a million IDs cost a slice of a million entries and no map of that
-// size.
+// size. A checkpoint encodes the slice as it is, in hash order, outside the
+// dispatcher's lock: while shared is set the window changes a copy of the
+// slice instead of the slice.
 type idWindow struct {
 	sorted []compactID
 	recent map[uint64]compactID
+	shared bool
 }
 
 // compactID is the in-memory form of a CheckpointID.
@@ -97,26 +100,27 @@ func (w *idWindow) add(id CheckpointID) bool {
 	return true
 }
 
-// errHashTwice reports a checkpoint whose compact IDs hold one hash twice.
-var errHashTwice = errors.New("dispatch: a checkpoint holds one ID hash twice")
+// errHashTwice reports compact IDs to load that hold one hash twice or are
+// out of hash order.
+var errHashTwice = errors.New("dispatch: compact IDs hold one hash twice or are out of hash order")
 
-// load holds ids, every one submitted at or after cutoff, in an empty
-// window at once. It refuses ids that hold one hash twice, which no
-// checkpoint that decodes does.
-func (w *idWindow) load(ids []CheckpointID, cutoff time.Time) error {
-	sorted := make([]compactID, 0, len(ids))
+// load holds ids, in hash order, in an empty window at once, but for those
+// submitted before cutoff. It takes ids over, and refuses ids that are out
+// of order or hold one hash twice, which no checkpoint that decodes does.
+func (w *idWindow) load(ids []compactID, cutoff time.Time) error {
+	for i := 1; i < len(ids); i++ {
+		if ids[i].hash <= ids[i-1].hash {
+			return fmt.Errorf("%w: %016x after %016x", errHashTwice, ids[i].hash, ids[i-1].hash)
+		}
+	}
+	limit := cutoff.UnixMilli()
+	kept := ids[:0]
 	for _, id := range ids {
-		if !id.SubmittedAt.Before(cutoff) {
-			sorted = append(sorted, toCompact(id))
+		if id.submitted >= limit {
+			kept = append(kept, id)
 		}
 	}
-	sortByHash(sorted)
-	for i := 1; i < len(sorted); i++ {
-		if sorted[i].hash == sorted[i-1].hash {
-			return fmt.Errorf("%w: %016x", errHashTwice, sorted[i].hash)
-		}
-	}
-	w.sorted = sorted
+	w.sorted, w.shared = kept, false
 	clear(w.recent)
 	return nil
 }
@@ -164,9 +168,14 @@ func (w *idWindow) merge() {
 		add = append(add, id)
 	}
 	slices.SortFunc(add, func(a, b compactID) int { return cmp.Compare(a.hash, b.hash) })
+	n := len(w.sorted)
+	if w.shared {
+		grown := make([]compactID, n, n+len(add)+(n+len(add))/8)
+		copy(grown, w.sorted)
+		w.sorted, w.shared = grown, false
+	}
 	// Merge from the back into the grown slice, so that a merge copies no
 	// more than it moves and allocates only when the slice must grow.
-	n := len(w.sorted)
 	w.sorted = slices.Grow(w.sorted, len(add))[:n+len(add)]
 	i, j := n-1, len(add)-1
 	for k := len(w.sorted) - 1; j >= 0; k-- {
@@ -191,32 +200,37 @@ func (w *idWindow) evict(cutoff time.Time) int {
 			n++
 		}
 	}
-	kept := w.sorted[:0]
+	old := 0
 	for _, id := range w.sorted {
 		if id.submitted < limit {
-			n++
-			continue
+			old++
 		}
-		kept = append(kept, id)
+	}
+	if old == 0 {
+		return n
+	}
+	kept := w.sorted[:0]
+	if w.shared || cap(w.sorted) > 2*(len(w.sorted)-old)+1024 {
+		kept, w.shared = make([]compactID, 0, len(w.sorted)-old), false
+	}
+	for _, id := range w.sorted {
+		if id.submitted >= limit {
+			kept = append(kept, id)
+		}
 	}
 	w.sorted = kept
-	if cap(w.sorted) > 2*len(w.sorted)+1024 {
-		w.sorted = slices.Clone(w.sorted)
-	}
-	return n
+	return n + old
 }
 
-// snapshot returns a copy of every ID, in no order.
-func (w *idWindow) snapshot() []compactID {
-	out := make([]compactID, 0, w.len())
-	out = append(out, w.sorted...)
-	for _, id := range w.recent {
-		out = append(out, id)
-	}
-	return out
+// share returns every ID in hash order, for a checkpoint to encode outside
+// the dispatcher's lock: it merges the recent additions and hands over the
+// slice itself, which the window does not change until release.
+func (w *idWindow) share() []compactID {
+	w.merge()
+	w.shared = true
+	return w.sorted
 }
 
-// sortByFirst sorts ids by their first offset, as a checkpoint holds them.
-func sortByFirst(ids []compactID) {
-	radixSort(ids, func(id compactID) uint64 { return uint64(id.first) })
-}
+// release ends a share: the slice shared is the window's to change again,
+// unless the window has moved to a copy meanwhile.
+func (w *idWindow) release() { w.shared = false }

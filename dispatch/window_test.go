@@ -3,6 +3,7 @@ package dispatch
 import (
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -54,13 +55,65 @@ func TestIDWindow(t *testing.T) {
 	for _, id := range want {
 		ids = append(ids, id)
 	}
+	sortIDs(ids)
+	if err := newIDWindow().load(append(toCompacts(ids), toCompact(ids[len(ids)-1])), time.Time{}); !errors.Is(err, errHashTwice) {
+		t.Fatalf("a load with a hash twice: %v", err)
+	}
+	unordered := toCompacts(ids)
+	unordered[0], unordered[1] = unordered[1], unordered[0]
+	if err := newIDWindow().load(unordered, time.Time{}); !errors.Is(err, errHashTwice) {
+		t.Fatalf("a load out of hash order: %v", err)
+	}
 	loaded := newIDWindow()
-	if err := loaded.load(ids, time.Time{}); err != nil {
+	if err := loaded.load(toCompacts(ids), time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	w = loaded
 	check("after load")
-	if err := newIDWindow().load(append(ids, ids[0]), time.Time{}); !errors.Is(err, errHashTwice) {
-		t.Fatalf("a load with a hash twice: %v", err)
+}
+
+// TestIDWindowShare checks that a slice the window shares with a checkpoint
+// stays as it was while the window merges and evicts, and that the window
+// changes its slice in place again once released.
+func TestIDWindowShare(t *testing.T) {
+	base := time.UnixMilli(1_800_000_000_000)
+	w := newIDWindow()
+	r := rand.New(rand.NewPCG(5, 6))
+	next := int64(0)
+	add := func(n int) {
+		for range n {
+			next += 2
+			w.add(CheckpointID{Hash: r.Uint64(), First: next, Outcome: next + 1, SubmittedAt: base.Add(time.Duration(next) * time.Millisecond)})
+		}
+	}
+	add(10_000)
+	shared := w.share()
+	if len(w.recent) != 0 || len(shared) != 10_000 {
+		t.Fatalf("share left %d recent, shared %d", len(w.recent), len(shared))
+	}
+	for i := 1; i < len(shared); i++ {
+		if shared[i].hash <= shared[i-1].hash {
+			t.Fatalf("the shared slice is out of hash order at %d", i)
+		}
+	}
+	frozen := append([]compactID(nil), shared...)
+	w.evict(base.Add(5_000 * time.Millisecond)) // would compact it in place
+	add(7_000)                                  // merges at least once
+	if !slices.Equal(shared, frozen) {
+		t.Fatal("the window changed the slice it shared")
+	}
+	if w.len() != 10_000+7_000-2_499 {
+		t.Fatalf("the window holds %d", w.len())
+	}
+	w.release()
+	w.merge()
+	if w.shared {
+		t.Fatal("the window still counts its slice shared")
+	}
+	// Released, an eviction of nothing and a merge keep the slice.
+	kept := w.sorted
+	w.evict(base)
+	if len(w.sorted) > 0 && &kept[0] != &w.sorted[0] {
+		t.Fatal("an eviction of nothing moved the slice")
 	}
 }
