@@ -42,14 +42,8 @@ func (c *Client) searchLog(ctx context.Context, tp coordination.TopicPartition, 
 		return s, err
 	}
 	s.end = end
-	s.checkpointSearch, err = searchCheckpoint(ctx, role, max(from, start), end, clientSearchStep, c.readRange(tp))
+	s.checkpointSearch, err = searchCheckpoint(ctx, role, max(from, start), end, clientSearchStep, roleRange(c.reader, tp, role))
 	return s, err
-}
-
-func (c *Client) readRange(tp coordination.TopicPartition) func(ctx context.Context, from, to int64) ([]Entry, error) {
-	return func(ctx context.Context, from, to int64) ([]Entry, error) {
-		return c.reader.ReadRange(ctx, tp, LogRange{From: from, Until: to})
-	}
 }
 
 // tail returns the role's records the search read after the checkpoint, or

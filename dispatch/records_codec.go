@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -221,6 +222,21 @@ func checkIntake(p IntakePosition) error {
 		return fmt.Errorf("next offset %d is below from offset %d", p.NextOffset, p.FromOffset)
 	}
 	return nil
+}
+
+// keyRole returns the role that the key of a record of the command log
+// names, without decoding the rest of the record, and whether the key
+// begins as DecodeEntry reads it: a known version and a role of a valid
+// length.
+func keyRole(key []byte) ([]byte, bool) {
+	if len(key) < 6 || int16(binary.BigEndian.Uint16(key)) != entryKeyVersion {
+		return nil, false
+	}
+	n := int(int16(binary.BigEndian.Uint16(key[4:])))
+	if n < 0 || n > coordination.MaxRoleLen || len(key) < 6+n {
+		return nil, false
+	}
+	return key[6 : 6+n], true
 }
 
 // DecodeEntry decodes a record of the command log. The returned entry has no

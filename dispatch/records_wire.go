@@ -130,7 +130,12 @@ func (r *wireReader) fill(n int) {
 }
 
 // take returns the next n bytes, or nil after a fault.
-func (r *wireReader) take(n int, what string) []byte {
+func (r *wireReader) take(n int, what string) []byte { return r.takeOf(n, what, "") }
+
+// takeOf is take of a field named what and suffix, which are joined only
+// for the message of a fault: a decoder reads a length before each string,
+// and a name built for each would cost an allocation a string.
+func (r *wireReader) takeOf(n int, what, suffix string) []byte {
 	if r.err != nil {
 		return nil
 	}
@@ -138,7 +143,7 @@ func (r *wireReader) take(n int, what string) []byte {
 		r.fill(n)
 	}
 	if n > len(r.buf)-r.off {
-		r.fail("%s: truncated at byte %d: need %d bytes, %d remain", what, r.base+r.off, n, len(r.buf)-r.off)
+		r.fail("%s%s: truncated at byte %d: need %d bytes, %d remain", what, suffix, r.base+r.off, n, len(r.buf)-r.off)
 		return nil
 	}
 	b := r.buf[r.off : r.off+n]
@@ -188,10 +193,11 @@ func (r *wireReader) time(what string) time.Time {
 
 // string reads an int16-length string of at most limit bytes.
 func (r *wireReader) string(what string, limit int) string {
-	n := r.int16(what + " length")
-	if r.err != nil {
+	l := r.takeOf(2, what, " length")
+	if l == nil {
 		return ""
 	}
+	n := int16(binary.BigEndian.Uint16(l))
 	if n < 0 {
 		r.fail("%s: negative length %d", what, n)
 		return ""
@@ -206,10 +212,11 @@ func (r *wireReader) string(what string, limit int) string {
 // bytes reads an int32-length byte string of at most limit bytes. An empty
 // byte string reads as nil.
 func (r *wireReader) bytes(what string, limit int) []byte {
-	n := r.int32(what + " length")
-	if r.err != nil {
+	l := r.takeOf(4, what, " length")
+	if l == nil {
 		return nil
 	}
+	n := int32(binary.BigEndian.Uint32(l))
 	if n < 0 {
 		r.fail("%s: negative length %d", what, n)
 		return nil

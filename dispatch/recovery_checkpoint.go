@@ -44,7 +44,7 @@ func (d *Dispatcher) recoverFromCheckpoint(ctx context.Context) (recovered, Reco
 // in the offsets from start up to end and the records after it, as
 // recoverFromCheckpoint describes, with read reading the log.
 func recoverState(ctx context.Context, role string, requests coordination.TopicPartition, start, end, step int64,
-	read func(ctx context.Context, from, to int64) ([]Entry, error)) (recovered, RecoveryStats, error) {
+	read rangeReader) (recovered, RecoveryStats, error) {
 	stats := RecoveryStats{CheckpointOffset: -1}
 	s, err := searchCheckpoint(ctx, role, start, end, step, read)
 	stats.RecordsRead = s.read
@@ -89,17 +89,16 @@ type checkpointSearch struct {
 // at a time and doubling the step up to maxSearchStep, and keeps only the
 // role's records on the way. Without a checkpoint it reads down to start.
 // It returns what it read so far with an error.
-func searchCheckpoint(ctx context.Context, role string, start, end, step int64,
-	read func(ctx context.Context, from, to int64) ([]Entry, error)) (checkpointSearch, error) {
+func searchCheckpoint(ctx context.Context, role string, start, end, step int64, read rangeReader) (checkpointSearch, error) {
 	s := checkpointSearch{at: -1}
 	step = max(step, 1)
 	for hi := end; hi > start; {
 		lo := max(start, hi-step)
-		entries, err := read(ctx, lo, hi)
+		entries, n, err := read(ctx, lo, hi)
 		if err != nil {
 			return s, err
 		}
-		s.read += len(entries)
+		s.read += n
 		mine := make([]Entry, 0, len(entries)+len(s.entries))
 		for _, e := range entries {
 			if e.Role == role {
@@ -167,16 +166,44 @@ func newestCheckpoint(role string, entries []Entry) (cp Checkpoint, ids []compac
 	return Checkpoint{}, nil, 0, false, nil
 }
 
-// readRange reads the log partition between two offsets, trying again as
-// readLog does.
-func (d *Dispatcher) readRange(ctx context.Context, from, to int64) ([]Entry, error) {
+// roleRangeReader is a LogRangeReader that reads the records of one role
+// alone, without decoding those of the other roles that share the
+// partition; [KafkaLogReader] is one.
+type roleRangeReader interface {
+	readRoleRange(ctx context.Context, partition coordination.TopicPartition, rng LogRange, role string) ([]Entry, int, error)
+}
+
+// rangeReader reads the records of a role between two offsets of its log
+// partition, and counts the records of every role it read.
+type rangeReader func(ctx context.Context, from, to int64) (entries []Entry, read int, err error)
+
+// roleRange returns the rangeReader of role over reader: the role's records
+// alone when the reader can tell them apart without decoding the rest, all
+// the records it read otherwise.
+func roleRange(reader LogRangeReader, tp coordination.TopicPartition, role string) rangeReader {
+	return func(ctx context.Context, from, to int64) ([]Entry, int, error) {
+		rng := LogRange{From: from, Until: to}
+		if rr, ok := reader.(roleRangeReader); ok {
+			return rr.readRoleRange(ctx, tp, rng, role)
+		}
+		entries, err := reader.ReadRange(ctx, tp, rng)
+		return entries, len(entries), err
+	}
+}
+
+// readRange reads the role's records of the log partition between two
+// offsets, trying again as readLog does, and counts the records of every
+// role it read.
+func (d *Dispatcher) readRange(ctx context.Context, from, to int64) ([]Entry, int, error) {
 	var entries []Entry
+	var read int
+	rr := roleRange(d.ranger, d.logTP, d.role)
 	err := d.retryRead(ctx, func() error {
 		var err error
-		entries, err = d.ranger.ReadRange(ctx, d.logTP, LogRange{From: from, Until: to})
+		entries, read, err = rr(ctx, from, to)
 		return err
 	})
-	return entries, err
+	return entries, read, err
 }
 
 // retryRead runs read until it succeeds, fails for good (a record that does

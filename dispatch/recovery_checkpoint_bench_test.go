@@ -82,19 +82,19 @@ func BenchmarkCheckpointRecovery(b *testing.B) {
 	recs, first := checkpointRecords(b, n)
 	end := first + int64(len(recs))
 	// A read decodes the records afresh, as a read of the log does.
-	read := func(_ context.Context, from, to int64) ([]Entry, error) {
+	read := func(_ context.Context, from, to int64) ([]Entry, int, error) {
 		var out []Entry
 		for i, rec := range recs {
 			if o := first + int64(i); o >= from && o < to {
 				e, err := DecodeEntry(rec.Key, rec.Value)
 				if err != nil {
-					return nil, err
+					return nil, 0, err
 				}
 				e.Offset = o
 				out = append(out, e)
 			}
 		}
-		return out, nil
+		return out, len(out), nil
 	}
 	cutoff := time.Now().Add(-DefaultDedupWindow - DedupClockSkew)
 	requests := coordination.TopicPartition{Topic: DefaultRequestsTopic}
