@@ -270,22 +270,26 @@ func assembleCheckpoint(role string, parts []CheckpointPart) (Checkpoint, []comp
 // encodeCheckpointState writes cp, checked, with ids, checked, in place of
 // its IDs, in the layout of checkpointVersion.
 func encodeCheckpointState(cp Checkpoint, ids []compactID) []byte {
-	w := wireWriter{buf: make([]byte, 0, 64+len(ids)*maxCompactIDLen)}
+	var w wireWriter
 	w.int16(checkpointVersion)
 	encodeCheckpointHead(&w, cp)
+	// The IDs are sized first, so that a million of them are written into
+	// one buffer of their exact size, with no copy as it grows.
+	size, prevAt := 4, int64(0)
+	for _, id := range ids {
+		d := id.submitted - prevAt
+		size += 8 + uvarintLen(uint64(id.first)) + uvarintLen(uint64(id.outcome-id.first)) + uvarintLen(uint64(d<<1)^uint64(d>>63))
+		prevAt = id.submitted
+	}
+	w.buf = slices.Grow(w.buf, size)
 	w.int32(int32(len(ids)))
-	prevAt := int64(0)
+	prevAt = 0
 	for _, id := range ids {
 		w.buf = binary.BigEndian.AppendUint64(w.buf, id.hash)
 		w.buf = binary.AppendUvarint(w.buf, uint64(id.first))
 		w.buf = binary.AppendUvarint(w.buf, uint64(id.outcome-id.first))
 		w.buf = binary.AppendVarint(w.buf, id.submitted-prevAt)
 		prevAt = id.submitted
-	}
-	// A buffer sized for the longest IDs is cut to what they took, so that
-	// the parts of a large checkpoint do not keep the rest alive.
-	if cap(w.buf)-len(w.buf) > len(w.buf)/8 {
-		w.buf = slices.Clip(append([]byte(nil), w.buf...))
 	}
 	return w.buf
 }

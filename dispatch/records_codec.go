@@ -48,7 +48,14 @@ func EncodeEntry(e Entry) (key, value []byte, err error) {
 		return nil, nil, fmt.Errorf("dispatch: encode %s entry: %w", e.Kind, err)
 	}
 	id := ""
-	body := wireWriter{}
+	// The body is written after the value's head, in the value itself, so
+	// that a large body (a checkpoint's part) is copied once.
+	body := wireWriter{buf: make([]byte, 0, 22+len(e.Member)+bodySize(e))}
+	body.int16(entryValueVersion)
+	body.int64(e.Token.ProducerID())
+	body.int16(e.Token.ProducerEpoch())
+	body.string(e.Member)
+	body.time(e.At)
 	switch e.Kind {
 	case EntryIssued:
 		cmd := e.Issued.Command
@@ -59,7 +66,6 @@ func EncodeEntry(e Entry) (key, value []byte, err error) {
 			return nil, nil, fmt.Errorf("dispatch: encode issued entry: %w", err)
 		}
 		id = cmd.ID
-		body.buf = make([]byte, 0, commandSize(cmd))
 		writeCommand(&body, cmd)
 	case EntryRedispatched:
 		d := e.Redispatched
@@ -94,7 +100,6 @@ func EncodeEntry(e Entry) (key, value []byte, err error) {
 		if err := checkCheckpointPart(*p); err != nil {
 			return nil, nil, fmt.Errorf("dispatch: encode checkpoint entry: %w", err)
 		}
-		body.buf = make([]byte, 0, 16+len(p.Data))
 		body.int64(p.Sequence)
 		body.int32(int32(p.Part))
 		body.int32(int32(p.Parts))
@@ -107,14 +112,21 @@ func EncodeEntry(e Entry) (key, value []byte, err error) {
 	k.string(e.Role)
 	k.string(id)
 
-	v := wireWriter{buf: make([]byte, 0, 22+len(e.Member)+len(body.buf))}
-	v.int16(entryValueVersion)
-	v.int64(e.Token.ProducerID())
-	v.int16(e.Token.ProducerEpoch())
-	v.string(e.Member)
-	v.time(e.At)
-	v.buf = append(v.buf, body.buf...)
-	return k.buf, v.buf, nil
+	return k.buf, body.buf, nil
+}
+
+// bodySize returns about how many bytes the body of e takes, checked: a
+// bound for the common case, not a limit.
+func bodySize(e Entry) int {
+	switch e.Kind {
+	case EntryIssued:
+		return commandSize(e.Issued.Command) + len(e.Role)
+	case EntryOutcome:
+		return 32 + len(e.Outcome.Reason) + len(e.Outcome.Result.Detail) + len(e.Outcome.Result.Data)
+	case EntryCheckpoint:
+		return 20 + len(e.Checkpoint.Data)
+	}
+	return 64 + len(e.Role)
 }
 
 // checkEntryHead checks the fields every kind shares, and that exactly the
