@@ -97,6 +97,8 @@ func (d *Dispatcher) maybeCheckpoint() {
 			d.cfg.logger.Error("dispatch: cannot encode a checkpoint part", "err", err)
 			return
 		}
+		// The record holds a copy: the part, a buffer of its own, goes.
+		parts[i].Data = nil
 		it.checkpoint = true
 		items = append(items, it)
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
@@ -197,16 +196,14 @@ func checkCompactID(ids []compactID, i int) error {
 	return nil
 }
 
-// splitCheckpoint splits an encoded state into the parts of checkpoint seq.
-func splitCheckpoint(seq int64, data []byte) ([]CheckpointPart, error) {
-	n := max(1, (len(data)+MaxCheckpointPartLen-1)/MaxCheckpointPartLen)
-	if n > MaxCheckpointParts {
-		return nil, fmt.Errorf("dispatch: encode checkpoint: %d bytes need %d parts, above the limit of %d", len(data), n, MaxCheckpointParts)
+// splitCheckpoint makes the parts of checkpoint seq from the data of each.
+func splitCheckpoint(seq int64, data [][]byte) ([]CheckpointPart, error) {
+	if len(data) > MaxCheckpointParts {
+		return nil, fmt.Errorf("dispatch: encode checkpoint: the state needs %d parts, above the limit of %d", len(data), MaxCheckpointParts)
 	}
-	parts := make([]CheckpointPart, n)
+	parts := make([]CheckpointPart, len(data))
 	for i := range parts {
-		end := min(len(data), (i+1)*MaxCheckpointPartLen)
-		parts[i] = CheckpointPart{Sequence: seq, Part: i, Parts: n, Data: data[i*MaxCheckpointPartLen : end]}
+		parts[i] = CheckpointPart{Sequence: seq, Part: i, Parts: len(data), Data: data[i]}
 	}
 	return parts, nil
 }
@@ -268,30 +265,54 @@ func assembleCheckpoint(role string, parts []CheckpointPart) (Checkpoint, []comp
 }
 
 // encodeCheckpointState writes cp, checked, with ids, checked, in place of
-// its IDs, in the layout of checkpointVersion.
-func encodeCheckpointState(cp Checkpoint, ids []compactID) []byte {
-	var w wireWriter
-	w.int16(checkpointVersion)
-	encodeCheckpointHead(&w, cp)
-	// The IDs are sized first, so that a million of them are written into
-	// one buffer of their exact size, with no copy as it grows.
-	size, prevAt := 4, int64(0)
+// its IDs, in the layout of checkpointVersion, and returns it split into
+// the data of its parts, each in a buffer of its own and of its size: a
+// writer that makes a record of each part lets go of the part once copied,
+// and never holds the whole state twice.
+func encodeCheckpointState(cp Checkpoint, ids []compactID) [][]byte {
+	var head wireWriter
+	head.int16(checkpointVersion)
+	encodeCheckpointHead(&head, cp)
+	head.int32(int32(len(ids)))
+	size, prevAt := len(head.buf), int64(0)
 	for _, id := range ids {
 		d := id.submitted - prevAt
 		size += 8 + uvarintLen(uint64(id.first)) + uvarintLen(uint64(id.outcome-id.first)) + uvarintLen(uint64(d<<1)^uint64(d>>63))
 		prevAt = id.submitted
 	}
-	w.buf = slices.Grow(w.buf, size)
-	w.int32(int32(len(ids)))
+	w := partWriter{left: size}
+	w.write(head.buf)
+	var buf [maxCompactIDLen]byte
 	prevAt = 0
 	for _, id := range ids {
-		w.buf = binary.BigEndian.AppendUint64(w.buf, id.hash)
-		w.buf = binary.AppendUvarint(w.buf, uint64(id.first))
-		w.buf = binary.AppendUvarint(w.buf, uint64(id.outcome-id.first))
-		w.buf = binary.AppendVarint(w.buf, id.submitted-prevAt)
+		b := binary.BigEndian.AppendUint64(buf[:0], id.hash)
+		b = binary.AppendUvarint(b, uint64(id.first))
+		b = binary.AppendUvarint(b, uint64(id.outcome-id.first))
+		b = binary.AppendVarint(b, id.submitted-prevAt)
+		w.write(b)
 		prevAt = id.submitted
 	}
-	return w.buf
+	return w.parts
+}
+
+// partWriter writes a byte stream of a known length into parts of
+// MaxCheckpointPartLen bytes, each allocated at its size.
+type partWriter struct {
+	parts [][]byte
+	left  int
+}
+
+func (w *partWriter) write(b []byte) {
+	for len(b) > 0 {
+		if len(w.parts) == 0 || len(w.parts[len(w.parts)-1]) == MaxCheckpointPartLen {
+			w.parts = append(w.parts, make([]byte, 0, min(w.left, MaxCheckpointPartLen)))
+		}
+		last := &w.parts[len(w.parts)-1]
+		n := min(len(b), MaxCheckpointPartLen-len(*last))
+		*last = append(*last, b[:n]...)
+		w.left -= n
+		b = b[n:]
+	}
 }
 
 // maxCompactIDLen bounds the bytes of one compact ID in version 1: its

@@ -218,8 +218,8 @@ func TestCheckpointParts(t *testing.T) {
 }
 
 // TestCheckpointEncodedSize checks that the state of a checkpoint is
-// written into a buffer of its exact size, but for the allocator's rounding
-// to a page: the parts of a large checkpoint keep nothing more alive.
+// written into the buffers of its parts at their exact size, every part
+// but the last full: the parts keep nothing more alive.
 func TestCheckpointEncodedSize(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	ids := make([]compactID, 100_000)
@@ -228,19 +228,23 @@ func TestCheckpointEncodedSize(t *testing.T) {
 		ids[i].outcome = ids[i].first + r.Int64N(1<<20)
 	}
 	sortByHash(ids)
-	data := encodeCheckpointState(goldenCheckpoint(t), ids)
-	if cap(data)-len(data) >= 8192 {
-		t.Fatalf("%d bytes in a buffer of %d", len(data), cap(data))
-	}
-	parts, err := splitCheckpoint(1, data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp, got, err := assembleCheckpoint("plant-a", parts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(got, ids) || len(cp.Commands) != 3 {
-		t.Fatal("the state does not decode back")
+	for _, n := range []int{0, 1, 100_000} {
+		data := encodeCheckpointState(goldenCheckpoint(t), ids[:n])
+		for i, d := range data {
+			if len(d) != cap(d) || (i < len(data)-1 && len(d) != MaxCheckpointPartLen) || len(d) == 0 {
+				t.Fatalf("%d IDs: part %d of %d holds %d bytes in a buffer of %d", n, i, len(data), len(d), cap(d))
+			}
+		}
+		parts, err := splitCheckpoint(1, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp, got, err := assembleCheckpoint("plant-a", parts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, ids[:n]) || len(cp.Commands) != 3 {
+			t.Fatalf("%d IDs: the state does not decode back", n)
+		}
 	}
 }

@@ -2,9 +2,11 @@ package dispatch
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"runtime/metrics"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -129,4 +131,66 @@ func BenchmarkCheckpointRecovery(b *testing.B) {
 	b.ReportMetric(float64(held)/(1<<20), "peak-held-MiB")
 	b.ReportMetric(float64(ms.HeapAlloc)/(1<<20), "live-MiB")
 	runtime.KeepAlive(recs)
+}
+
+// BenchmarkWindowGrowth adds a million compact IDs to a window that holds
+// a million, as a leader does that settles a million further commands, and
+// writes a checkpoint of it whenever one is due, as the leader does: it
+// reports the peak of the heap and of the memory the runtime holds.
+func BenchmarkWindowGrowth(b *testing.B) {
+	for _, held := range []int{0, 1_000_000} {
+		b.Run(fmt.Sprintf("from-%d", held), func(b *testing.B) { benchmarkWindowGrowth(b, held) })
+	}
+}
+
+func benchmarkWindowGrowth(b *testing.B, from int) {
+	const n = 1_000_000
+	r := rand.New(rand.NewPCG(5, 6))
+	base := time.Now().Add(-time.Hour).UnixMilli()
+	loaded := make([]compactID, from)
+	for i := range loaded {
+		loaded[i] = compactID{hash: r.Uint64(), first: int64(4 * i), outcome: int64(4*i + 1), submitted: base}
+	}
+	sortByHash(loaded)
+	tok := mustToken(b, 1, 1)
+	var peak, held uint64
+	b.ReportAllocs()
+	for range b.N {
+		w := newIDWindow()
+		if err := w.load(slices.Clone(loaded), time.Time{}); err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		stop := heapPeak()
+		since := 0
+		for i := range n {
+			o := int64(4*from + 4*i)
+			w.add(CheckpointID{Hash: r.Uint64(), First: o, Outcome: o + 1, SubmittedAt: time.UnixMilli(base)})
+			if since++; since < w.len()/checkpointDivisor {
+				continue
+			}
+			since = 0
+			parts, err := encodeWindowCheckpoint("plant-a", 1, Checkpoint{Window: DefaultDedupWindow}, w.share())
+			if err != nil {
+				b.Fatal(err)
+			}
+			values := make([][]byte, len(parts))
+			for j := range parts {
+				_, v, err := EncodeEntry(Entry{Kind: EntryCheckpoint, Role: "plant-a", Token: tok, Member: "node-1", At: at, Checkpoint: &parts[j]})
+				if err != nil {
+					b.Fatal(err)
+				}
+				values[j], parts[j].Data = v, nil
+			}
+			w.release()
+			runtime.KeepAlive(values)
+		}
+		h, hd := stop()
+		peak, held = max(peak, h), max(held, hd)
+		if w.len() < from+n-1000 {
+			b.Fatalf("the window holds %d", w.len())
+		}
+	}
+	b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
+	b.ReportMetric(float64(held)/(1<<20), "peak-held-MiB")
 }
