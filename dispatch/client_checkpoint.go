@@ -1,9 +1,7 @@
 package dispatch
 
 import (
-	"cmp"
 	"context"
-	"slices"
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
@@ -79,12 +77,10 @@ func (s *logSearch) compactIDs(id string) []CheckpointID {
 	if !s.found {
 		return nil
 	}
-	h := IDHash(id)
-	i, ok := slices.BinarySearchFunc(s.ids, h, func(c compactID, h uint64) int { return cmp.Compare(c.hash, h) })
-	if !ok {
-		return nil
+	if c, ok := s.ids.find(IDHash(id)); ok {
+		return []CheckpointID{c.checkpointID()}
 	}
-	return []CheckpointID{s.ids[i].checkpointID()}
+	return nil
 }
 
 // statusWithoutHint is Status without a hint: it reads the records of id

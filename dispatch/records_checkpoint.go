@@ -160,34 +160,38 @@ func EncodeCheckpoint(role string, seq int64, cp Checkpoint) ([]CheckpointPart, 
 		ids[i] = toCompact(id)
 	}
 	sortByHash(ids)
-	return encodeWindowCheckpoint(role, seq, cp, ids)
+	return encodeWindowCheckpoint(role, seq, cp, idBlocks{ids})
 }
 
 // encodeWindowCheckpoint is EncodeCheckpoint for a dispatcher's state: the
 // compact IDs come from its window, in hash order, and cp's IDs are not
-// read. It reads ids only, so the window may hand over its own slice.
-func encodeWindowCheckpoint(role string, seq int64, cp Checkpoint, ids []compactID) ([]CheckpointPart, error) {
+// read. It reads ids only, so the window may hand over its own blocks.
+func encodeWindowCheckpoint(role string, seq int64, cp Checkpoint, ids idBlocks) ([]CheckpointPart, error) {
 	if err := checkCheckpointHead(role, cp); err != nil {
 		return nil, fmt.Errorf("dispatch: encode checkpoint: %w", err)
 	}
-	if len(ids) > math.MaxInt32 {
-		return nil, fmt.Errorf("dispatch: encode checkpoint: %d compact IDs are too many", len(ids))
+	if n := ids.count(); n > math.MaxInt32 {
+		return nil, fmt.Errorf("dispatch: encode checkpoint: %d compact IDs are too many", n)
 	}
-	for i := range ids {
-		if err := checkCompactID(ids, i); err != nil {
-			return nil, fmt.Errorf("dispatch: encode checkpoint: %w", err)
+	var prev *compactID
+	for _, blk := range ids {
+		for i := range blk {
+			if err := checkCompactID(prev, blk[i]); err != nil {
+				return nil, fmt.Errorf("dispatch: encode checkpoint: %w", err)
+			}
+			prev = &blk[i]
 		}
 	}
 	return splitCheckpoint(seq, encodeCheckpointState(cp, ids))
 }
 
-// checkCompactID checks ids[i] as the decoder of version 1 does: its hash
-// follows the one before it, and its offsets and time are in range.
-func checkCompactID(ids []compactID, i int) error {
-	id := ids[i]
+// checkCompactID checks id as the decoder of version 1 does: its hash
+// follows the one of prev, the ID before it if any, and its offsets and
+// time are in range.
+func checkCompactID(prev *compactID, id compactID) error {
 	switch {
-	case i > 0 && id.hash <= ids[i-1].hash:
-		return fmt.Errorf("compact ID hash %016x does not follow %016x: the IDs are out of order or hold one hash twice", id.hash, ids[i-1].hash)
+	case prev != nil && id.hash <= prev.hash:
+		return fmt.Errorf("compact ID hash %016x does not follow %016x: the IDs are out of order or hold one hash twice", id.hash, prev.hash)
 	case id.first < 0 || id.outcome < id.first:
 		return fmt.Errorf("compact ID %016x: offsets %d and %d are out of order or range", id.hash, id.first, id.outcome)
 	case id.submitted <= zeroTimeMillis || id.submitted > maxTimeMillis:
@@ -217,10 +221,12 @@ func AssembleCheckpoint(role string, parts []CheckpointPart) (Checkpoint, error)
 	if err != nil {
 		return Checkpoint{}, err
 	}
-	if len(ids) > 0 {
-		cp.IDs = make([]CheckpointID, len(ids))
-		for i, id := range ids {
-			cp.IDs[i] = id.checkpointID()
+	if n := ids.count(); n > 0 {
+		cp.IDs = make([]CheckpointID, 0, n)
+		for _, blk := range ids {
+			for _, id := range blk {
+				cp.IDs = append(cp.IDs, id.checkpointID())
+			}
 		}
 	}
 	return cp, nil
@@ -231,8 +237,8 @@ func AssembleCheckpoint(role string, parts []CheckpointPart) (Checkpoint, error)
 // reads the parts' data in place, one part after another, and lets go of
 // each part it has read: a caller that holds no other reference to them
 // holds at most one part beside the IDs while it decodes.
-func assembleCheckpoint(role string, parts []CheckpointPart) (Checkpoint, []compactID, error) {
-	fail := func(format string, args ...any) (Checkpoint, []compactID, error) {
+func assembleCheckpoint(role string, parts []CheckpointPart) (Checkpoint, idBlocks, error) {
+	fail := func(format string, args ...any) (Checkpoint, idBlocks, error) {
 		return Checkpoint{}, nil, newFormatError("checkpoint", fmt.Errorf(format, args...))
 	}
 	if len(parts) == 0 {
@@ -269,28 +275,32 @@ func assembleCheckpoint(role string, parts []CheckpointPart) (Checkpoint, []comp
 // the data of its parts, each in a buffer of its own and of its size: a
 // writer that makes a record of each part lets go of the part once copied,
 // and never holds the whole state twice.
-func encodeCheckpointState(cp Checkpoint, ids []compactID) [][]byte {
+func encodeCheckpointState(cp Checkpoint, ids idBlocks) [][]byte {
 	var head wireWriter
 	head.int16(checkpointVersion)
 	encodeCheckpointHead(&head, cp)
-	head.int32(int32(len(ids)))
+	head.int32(int32(ids.count()))
 	size, prevAt := len(head.buf), int64(0)
-	for _, id := range ids {
-		d := id.submitted - prevAt
-		size += 8 + uvarintLen(uint64(id.first)) + uvarintLen(uint64(id.outcome-id.first)) + uvarintLen(uint64(d<<1)^uint64(d>>63))
-		prevAt = id.submitted
+	for _, blk := range ids {
+		for _, id := range blk {
+			d := id.submitted - prevAt
+			size += 8 + uvarintLen(uint64(id.first)) + uvarintLen(uint64(id.outcome-id.first)) + uvarintLen(uint64(d<<1)^uint64(d>>63))
+			prevAt = id.submitted
+		}
 	}
 	w := partWriter{left: size}
 	w.write(head.buf)
 	var buf [maxCompactIDLen]byte
 	prevAt = 0
-	for _, id := range ids {
-		b := binary.BigEndian.AppendUint64(buf[:0], id.hash)
-		b = binary.AppendUvarint(b, uint64(id.first))
-		b = binary.AppendUvarint(b, uint64(id.outcome-id.first))
-		b = binary.AppendVarint(b, id.submitted-prevAt)
-		w.write(b)
-		prevAt = id.submitted
+	for _, blk := range ids {
+		for _, id := range blk {
+			b := binary.BigEndian.AppendUint64(buf[:0], id.hash)
+			b = binary.AppendUvarint(b, uint64(id.first))
+			b = binary.AppendUvarint(b, uint64(id.outcome-id.first))
+			b = binary.AppendVarint(b, id.submitted-prevAt)
+			w.write(b)
+			prevAt = id.submitted
+		}
 	}
 	return w.parts
 }
@@ -430,7 +440,7 @@ func outcomeEmpty(o Outcome) bool {
 
 // decodeCheckpointState decodes the state that r reads, of either version,
 // and returns it with its compact IDs apart, in hash order.
-func decodeCheckpointState(role string, r wireReader) (Checkpoint, []compactID, error) {
+func decodeCheckpointState(role string, r wireReader) (Checkpoint, idBlocks, error) {
 	var cp Checkpoint
 	version := r.int16("version")
 	if r.err == nil && version != checkpointVersion && version != checkpointVersion0 {
@@ -492,7 +502,7 @@ func decodeCheckpointState(role string, r wireReader) (Checkpoint, []compactID, 
 	if err := checkCheckpointHead(role, cp); err != nil {
 		return Checkpoint{}, nil, err
 	}
-	var ids []compactID
+	var ids idBlocks
 	if version == checkpointVersion0 {
 		ids = readCompactIDsV0(&r)
 	} else {
@@ -505,25 +515,31 @@ func decodeCheckpointState(role string, r wireReader) (Checkpoint, []compactID, 
 	return cp, ids, nil
 }
 
-// readIDCount reads the count of compact IDs and allocates their slice,
-// each taking at least least bytes.
-func readIDCount(r *wireReader, least int) []compactID {
+// readIDCount reads the count of compact IDs, each taking at least least
+// bytes.
+func readIDCount(r *wireReader, least int) int {
 	m := r.int32("id count")
 	if left := r.remaining(); r.err == nil && (m < 0 || int64(m)*int64(least) > int64(left)) {
 		r.fail("id count %d does not fit the %d bytes left", m, left)
 	}
-	if r.err != nil || m == 0 {
-		return nil
+	if r.err != nil {
+		return 0
 	}
-	return make([]compactID, m)
+	return int(m)
 }
 
 // readCompactIDs reads the compact IDs of version 1, in hash order, each
 // checked as checkCompactID checks it.
-func readCompactIDs(r *wireReader) []compactID {
-	ids := readIDCount(r, minCompactIDLen)
+func readCompactIDs(r *wireReader) idBlocks {
+	m := readIDCount(r, minCompactIDLen)
+	blocks := make(idBlocks, 0, (m+windowBlock-1)/windowBlock)
+	var blk []compactID
 	prevHash, prevAt := uint64(0), int64(0)
-	for i := range ids {
+	for i := range m {
+		if len(blk) == cap(blk) {
+			// The IDs go straight into the blocks the window keeps.
+			blk = make([]compactID, 0, min(windowBlock, m-i))
+		}
 		var hash, first, out uint64
 		var at int64
 		if len(r.buf)-r.off < maxCompactIDLen {
@@ -576,15 +592,18 @@ func readCompactIDs(r *wireReader) []compactID {
 			r.fail("compact ID %d: submitted at %d ms is outside the years 1 to 9999", i, prevAt)
 			return nil
 		}
-		ids[i] = compactID{hash: prevHash, first: int64(first), outcome: int64(first + out), submitted: prevAt}
+		blk = append(blk, compactID{hash: prevHash, first: int64(first), outcome: int64(first + out), submitted: prevAt})
+		if len(blk) == cap(blk) {
+			blocks = append(blocks, blk)
+		}
 	}
-	return ids
+	return blocks
 }
 
 // readCompactIDsV0 reads the compact IDs of version 0, in the order of
 // their first offset, and returns them in hash order.
-func readCompactIDsV0(r *wireReader) []compactID {
-	ids := readIDCount(r, 11)
+func readCompactIDsV0(r *wireReader) idBlocks {
+	ids := make([]compactID, readIDCount(r, 11))
 	prevFirst, prevAt := int64(0), int64(0)
 	for i := range ids {
 		var id compactID
@@ -628,7 +647,7 @@ func readCompactIDsV0(r *wireReader) []compactID {
 			return nil
 		}
 	}
-	return ids
+	return blocksOf(ids)
 }
 
 // readOptionalTime reads a time that may be the zero time.

@@ -229,7 +229,7 @@ func TestCheckpointEncodedSize(t *testing.T) {
 	}
 	sortByHash(ids)
 	for _, n := range []int{0, 1, 100_000} {
-		data := encodeCheckpointState(goldenCheckpoint(t), ids[:n])
+		data := encodeCheckpointState(goldenCheckpoint(t), blocksOf(ids[:n]))
 		for i, d := range data {
 			if len(d) != cap(d) || (i < len(data)-1 && len(d) != MaxCheckpointPartLen) || len(d) == 0 {
 				t.Fatalf("%d IDs: part %d of %d holds %d bytes in a buffer of %d", n, i, len(data), len(d), cap(d))
@@ -243,8 +243,17 @@ func TestCheckpointEncodedSize(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(got, ids[:n]) || len(cp.Commands) != 3 {
+		if !slices.Equal(flat(got), ids[:n]) || len(cp.Commands) != 3 {
 			t.Fatalf("%d IDs: the state does not decode back", n)
 		}
 	}
+}
+
+// flat returns the IDs of blocks in one slice.
+func flat(blocks idBlocks) []compactID {
+	var out []compactID
+	for _, blk := range blocks {
+		out = append(out, blk...)
+	}
+	return out
 }

@@ -137,7 +137,7 @@ type recovered struct {
 
 	// ids are the compact IDs of the checkpoint recovery started from, in
 	// hash order.
-	ids []compactID
+	ids idBlocks
 
 	// intake is the NextOffset of the role's last intake record of its
 	// requests partition, or 0.
@@ -173,7 +173,7 @@ func newFolder(role string, requests coordination.TopicPartition) *folder {
 
 // seed starts the fold from a checkpoint of the role and its compact IDs,
 // in hash order.
-func (f *folder) seed(cp Checkpoint, ids []compactID) {
+func (f *folder) seed(cp Checkpoint, ids idBlocks) {
 	if cp.IntakeTopic == f.requests.Topic && cp.IntakePartition == f.requests.Partition {
 		f.st.intake = cp.IntakeNext
 	}

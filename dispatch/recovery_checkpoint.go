@@ -71,7 +71,7 @@ type checkpointSearch struct {
 	// cp is the checkpoint, with its compact IDs apart in ids, in hash
 	// order, and at the offset of its last part, when found.
 	cp    Checkpoint
-	ids   []compactID
+	ids   idBlocks
 	at    int64
 	found bool
 
@@ -134,7 +134,7 @@ func searchCheckpoint(ctx context.Context, role string, start, end, step int64, 
 // not decode is an error: a leader must not act on part of its log. It
 // takes the parts of the checkpoint it decodes out of their entries, so
 // that each part is let go once decoded.
-func newestCheckpoint(role string, entries []Entry) (cp Checkpoint, ids []compactID, at int64, found bool, err error) {
+func newestCheckpoint(role string, entries []Entry) (cp Checkpoint, ids idBlocks, at int64, found bool, err error) {
 	var parts []CheckpointPart
 	var last *Entry
 	for i := len(entries) - 1; i >= 0; i-- {

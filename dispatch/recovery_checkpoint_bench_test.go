@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"runtime/metrics"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -27,7 +26,7 @@ func checkpointRecords(tb testing.TB, n int) (recs []coordination.GuardedRecord,
 		ids[i] = compactID{hash: r.Uint64(), first: off, outcome: off + 1 + int64(r.IntN(3)), submitted: base + int64(i)/8}
 	}
 	sortByHash(ids)
-	parts, err := encodeWindowCheckpoint("plant-a", 1, Checkpoint{Window: DefaultDedupWindow}, ids)
+	parts, err := encodeWindowCheckpoint("plant-a", 1, Checkpoint{Window: DefaultDedupWindow}, blocksOf(ids))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -157,7 +156,7 @@ func benchmarkWindowGrowth(b *testing.B, from int) {
 	b.ReportAllocs()
 	for range b.N {
 		w := newIDWindow()
-		if err := w.load(slices.Clone(loaded), time.Time{}); err != nil {
+		if err := w.load(blocksOf(loaded), time.Time{}); err != nil {
 			b.Fatal(err)
 		}
 		runtime.GC()

@@ -355,7 +355,7 @@ func TestRecoveryFromCheckpointEqualsFullLog(t *testing.T) {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
 		f := newFolder(propRole, requests)
-		f.seed(decoded, toCompacts(decoded.IDs))
+		f.seed(decoded, blocksOf(toCompacts(decoded.IDs)))
 		for i := cut; i < len(entries); i++ {
 			f.apply(&entries[i])
 		}
@@ -394,7 +394,7 @@ func sameState(t *testing.T, name string, full, got recovered) {
 		byID[c.cmd.ID] = c
 	}
 	ids := map[uint64]compactID{}
-	for _, id := range got.ids {
+	for _, id := range flat(got.ids) {
 		ids[id.hash] = id
 	}
 	for _, c := range full.order {
