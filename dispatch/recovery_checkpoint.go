@@ -106,16 +106,17 @@ func searchCheckpoint(ctx context.Context, role string, start, end, step int64, 
 			}
 		}
 		s.entries = append(mine, s.entries...)
-		cp, ids, at, found, err := newestCheckpoint(role, s.entries)
-		if err != nil {
-			return s, err
-		}
-		if found {
-			s.cp, s.ids, s.at, s.found = cp, ids, at, true
+		if parts, at, found := newestCheckpoint(role, s.entries); found {
 			// Only the records after the checkpoint count from here: the
-			// ones before it, and what they hold, are let go.
+			// ones before it, and what they hold, are let go before the
+			// checkpoint is decoded.
 			i, _ := slices.BinarySearchFunc(s.entries, at+1, func(e Entry, o int64) int { return cmp.Compare(e.Offset, o) })
 			s.entries = slices.Clone(s.entries[i:])
+			cp, ids, err := assembleCheckpoint(role, parts)
+			if err != nil {
+				return s, fmt.Errorf("dispatch: checkpoint ending at offset %d: %w", at, err)
+			}
+			s.cp, s.ids, s.at, s.found = cp, ids, at, true
 			return s, nil
 		}
 		hi = lo
@@ -125,17 +126,16 @@ func searchCheckpoint(ctx context.Context, role string, start, end, step int64, 
 }
 
 // newestCheckpoint finds the newest complete checkpoint of role among
-// entries, given in offset order, and returns it, its compact IDs in hash
-// order, and the offset of its last part. The parts of one checkpoint share
-// a token and a sequence and were written in one transaction, so they are
-// all committed or none, and no record of the role lies between them; a
-// checkpoint whose first parts lie before entries is not found, and the
-// caller reads further back. A checkpoint whose parts are all there and do
-// not decode is an error: a leader must not act on part of its log. It
-// takes the parts of the checkpoint it decodes out of their entries, so
-// that each part is let go once decoded.
-func newestCheckpoint(role string, entries []Entry) (cp Checkpoint, ids idBlocks, at int64, found bool, err error) {
-	var parts []CheckpointPart
+// entries, given in offset order, and returns its parts and the offset of
+// its last part. The parts of one checkpoint share a token and a sequence
+// and were written in one transaction, so they are all committed or none,
+// and no record of the role lies between them; a checkpoint whose first
+// parts lie before entries is not found, and the caller reads further back.
+// It takes the parts out of their entries, so that the caller holds them
+// only as long as it decodes them: a checkpoint whose parts are all there
+// and do not decode is an error, since a leader must not act on part of its
+// log.
+func newestCheckpoint(role string, entries []Entry) (parts []CheckpointPart, at int64, found bool) {
 	var last *Entry
 	for i := len(entries) - 1; i >= 0; i-- {
 		e := &entries[i]
@@ -156,14 +156,10 @@ func newestCheckpoint(role string, entries []Entry) (cp Checkpoint, ids idBlocks
 					entries[j].Checkpoint = nil
 				}
 			}
-			cp, ids, err := assembleCheckpoint(role, parts)
-			if err != nil {
-				return Checkpoint{}, nil, 0, false, fmt.Errorf("dispatch: checkpoint ending at offset %d: %w", at, err)
-			}
-			return cp, ids, at, true, nil
+			return parts, at, true
 		}
 	}
-	return Checkpoint{}, nil, 0, false, nil
+	return nil, 0, false
 }
 
 // roleRangeReader is a LogRangeReader that reads the records of one role
