@@ -448,8 +448,10 @@
 //
 // Recovery finds the newest checkpoint by reading backwards from the high
 // watermark taken when it began: one checkpoint interval of offsets, then
-// twice that, and so on, until it holds every part of the newest checkpoint
-// of its role, and keeps only its role's records on the way. Since the
+// twice that, and so on up to 65,536 offsets a read, until it holds every
+// part of the newest checkpoint of its role, and decodes only its role's
+// records on the way (the role is read from a record's key; the other
+// roles' records are counted and skipped). Since the
 // leader writes a checkpoint at least every interval of partition offsets,
 // the first read or two find it whatever else the partition holds, and the
 // records recovery reads are bounded by the interval and the records after
