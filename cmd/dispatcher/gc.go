@@ -19,7 +19,11 @@ import (
 const (
 	gcSlack      = 16 << 20
 	minGCPercent = 25
-	gcTuneEvery  = time.Second
+	// gcTuneEvery is short enough that the percentage follows a takeover's
+	// recovery before its first checkpoint is written.
+	gcTuneEvery = 100 * time.Millisecond
+	// gcTuneStep is the least change of the percentage that is set.
+	gcTuneStep = 5
 )
 
 // gcPercentFor returns the percentage that gives a live heap of live bytes
@@ -49,7 +53,7 @@ func tuneGC(ctx context.Context) {
 	for {
 		metrics.Read(sample)
 		if sample[0].Value.Kind() == metrics.KindUint64 {
-			if p := gcPercentFor(sample[0].Value.Uint64(), base); p != set {
+			if p := gcPercentFor(sample[0].Value.Uint64(), base); p != set && (p == base || p == minGCPercent || max(p-set, set-p) >= gcTuneStep) {
 				debug.SetGCPercent(p)
 				set = p
 			}
