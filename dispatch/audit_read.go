@@ -256,21 +256,39 @@ func rangeFetchLimit(from, until int64) []kgo.Opt {
 // after the log's start holds outcomes whose Issued records lie before it:
 // check it with [VerifyFrom], not [Verify].
 func (r *KafkaLogReader) ReadRange(ctx context.Context, partition coordination.TopicPartition, rng LogRange) ([]Entry, error) {
+	entries, _, err := r.readRange(ctx, partition, rng, "")
+	return entries, err
+}
+
+// readRoleRange is ReadRange of the records of role alone: a record whose
+// key names another role is counted and skipped without its value being
+// decoded, so that a recovery does not decode the records of every role
+// that shares the partition. A record whose key does not decode is decoded
+// whole, and fails as in ReadRange. It returns the entries with the count
+// of the records of every role it read within rng.
+func (r *KafkaLogReader) readRoleRange(ctx context.Context, partition coordination.TopicPartition, rng LogRange, role string) ([]Entry, int, error) {
+	return r.readRange(ctx, partition, rng, role)
+}
+
+// readRange is ReadRange, of the records of role alone unless role is
+// empty, and the count of the records of every role it read within rng.
+func (r *KafkaLogReader) readRange(ctx context.Context, partition coordination.TopicPartition, rng LogRange, role string) ([]Entry, int, error) {
 	rw := r.readWait()
 	from := max(rng.From, 0)
 	cl, err := r.client(partition, kgo.NewOffset().At(from), true, rangeFetchLimit(from, rng.Until)...)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer cl.Close()
 	start, target, err := r.bounds(ctx, cl, partition)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	start = max(start, from)
 	target = min(target, rng.Until)
 	var entries []Entry
 	var malformed []error
+	read := 0
 	var wait *stablewait.Wait
 	next, lso := start, start
 	for next < target && (rng.Limit <= 0 || len(entries) < rng.Limit) {
@@ -282,16 +300,16 @@ func (r *KafkaLogReader) ReadRange(ctx context.Context, partition coordination.T
 			if wait != nil && wait.Waited() > 0 {
 				err = &coordination.OpenTransactionError{Partition: partition, StableOffset: lso, Target: target, Waited: wait.Waited(), Err: err}
 			}
-			return nil, fmt.Errorf("dispatch: read %s-%d: %w", partition.Topic, partition.Partition, err)
+			return nil, 0, fmt.Errorf("dispatch: read %s-%d: %w", partition.Topic, partition.Partition, err)
 		}
 		if err := fetchError(fetches, polled); err != nil {
-			return nil, fmt.Errorf("dispatch: read %s-%d: %w", partition.Topic, partition.Partition, err)
+			return nil, 0, fmt.Errorf("dispatch: read %s-%d: %w", partition.Topic, partition.Partition, err)
 		}
 		if fetches.NumRecords() == 0 {
 			// Nothing came within a poll: a fetch still on its way, or the
 			// last stable offset held at next by an open transaction.
 			if lso, err = r.listOffset(ctx, cl, partition, (*kadm.Client).ListCommittedOffsets, "last stable offset"); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 			if lso > next {
 				continue
@@ -300,7 +318,7 @@ func (r *KafkaLogReader) ReadRange(ctx context.Context, partition coordination.T
 				wait = stablewait.New(rw.bound, rw.logger, rw.counter, partition.Topic, partition.Partition)
 			}
 			if waited, over := wait.Blocked(ctx, time.Now(), lso, target); over {
-				return nil, fmt.Errorf("dispatch: read %s-%d: %w", partition.Topic, partition.Partition,
+				return nil, 0, fmt.Errorf("dispatch: read %s-%d: %w", partition.Topic, partition.Partition,
 					&coordination.OpenTransactionError{Partition: partition, StableOffset: lso, Target: target, Waited: waited})
 			}
 			continue
@@ -316,6 +334,12 @@ func (r *KafkaLogReader) ReadRange(ctx context.Context, partition coordination.T
 			if rec.Attrs.IsControl() || rec.Offset < start || rec.Offset >= target || (rng.Limit > 0 && len(entries) >= rng.Limit) {
 				return
 			}
+			read++
+			if role != "" {
+				if kr, ok := keyRole(rec.Key); ok && string(kr) != role {
+					return
+				}
+			}
 			e, err := DecodeRecord(rec)
 			if err != nil {
 				malformed = append(malformed, &MalformedRecordError{Partition: partition, Offset: rec.Offset, Err: err})
@@ -324,7 +348,7 @@ func (r *KafkaLogReader) ReadRange(ctx context.Context, partition coordination.T
 			entries = append(entries, e)
 		})
 	}
-	return entries, errors.Join(malformed...)
+	return entries, read, errors.Join(malformed...)
 }
 
 // OffsetAt returns the first offset of the partition whose record was
@@ -392,11 +416,19 @@ func DecodeRecord(rec *kgo.Record) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
-	headers := make([]coordination.Header, 0, len(rec.Headers))
+	// The trace context is extracted only from a record that carries one:
+	// without its traceparent header there is none to extract.
 	for _, h := range rec.Headers {
-		headers = append(headers, coordination.Header{Key: h.Key, Value: h.Value})
+		if h.Key != traceparentHeader {
+			continue
+		}
+		headers := make([]coordination.Header, 0, len(rec.Headers))
+		for _, h := range rec.Headers {
+			headers = append(headers, coordination.Header{Key: h.Key, Value: h.Value})
+		}
+		e.Trace = traceFromHeaders(headers)
+		break
 	}
-	e.Trace = traceFromHeaders(headers)
 	for _, h := range rec.Headers {
 		if h.Key != coordination.TermHeader {
 			continue

@@ -40,14 +40,8 @@ func (c *Client) searchLog(ctx context.Context, tp coordination.TopicPartition, 
 		return s, err
 	}
 	s.end = end
-	s.checkpointSearch, err = searchCheckpoint(ctx, role, max(from, start), end, clientSearchStep, c.readRange(tp))
+	s.checkpointSearch, err = searchCheckpoint(ctx, role, max(from, start), end, clientSearchStep, roleRange(c.reader, tp, role))
 	return s, err
-}
-
-func (c *Client) readRange(tp coordination.TopicPartition) func(ctx context.Context, from, to int64) ([]Entry, error) {
-	return func(ctx context.Context, from, to int64) ([]Entry, error) {
-		return c.reader.ReadRange(ctx, tp, LogRange{From: from, Until: to})
-	}
 }
 
 // tail returns the role's records the search read after the checkpoint, or
@@ -76,20 +70,17 @@ func (s *logSearch) wholeCommand(id string) (CheckpointCommand, bool) {
 	return CheckpointCommand{}, false
 }
 
-// compactIDs returns the checkpoint's compact IDs whose hash is id's: those
-// of id, and of any command whose ID shares its hash.
+// compactIDs returns the checkpoint's compact ID whose hash is id's: that
+// of id, or of a command whose ID shares its hash. A checkpoint holds each
+// hash once.
 func (s *logSearch) compactIDs(id string) []CheckpointID {
 	if !s.found {
 		return nil
 	}
-	h := IDHash(id)
-	var ids []CheckpointID
-	for _, cid := range s.cp.IDs {
-		if cid.Hash == h {
-			ids = append(ids, cid)
-		}
+	if c, ok := s.ids.find(IDHash(id)); ok {
+		return []CheckpointID{c.checkpointID()}
 	}
-	return ids
+	return nil
 }
 
 // statusWithoutHint is Status without a hint: it reads the records of id

@@ -78,7 +78,8 @@ func (d *Dispatcher) checkpointItems() []*item {
 		return nil
 	}
 	d.sweepLocked(now, true)
-	cp, ids := d.snapshotLocked()
+	cp := d.snapshotLocked()
+	ids := d.ids.share()
 	d.cpSeq++
 	seq := d.cpSeq
 	// Whatever happens to this one, the next is due only after another
@@ -86,8 +87,12 @@ func (d *Dispatcher) checkpointItems() []*item {
 	d.cpDue, d.cpSince = false, 0
 	d.mu.Unlock()
 
-	sortByFirst(ids)
+	// The window's own slice is encoded as it is, in hash order, with no
+	// copy of it and no sort.
 	parts, err := encodeWindowCheckpoint(d.role, seq, cp, ids)
+	d.mu.Lock()
+	d.ids.release()
+	d.mu.Unlock()
 	if err != nil {
 		d.cfg.logger.Error("dispatch: cannot encode a checkpoint; recovery reads further back until one is written", "err", err)
 		return nil
@@ -99,6 +104,8 @@ func (d *Dispatcher) checkpointItems() []*item {
 			d.cfg.logger.Error("dispatch: cannot encode a checkpoint part", "err", err)
 			return nil
 		}
+		// The record holds a copy: the part, a buffer of its own, goes.
+		parts[i].Data = nil
 		it.checkpoint = true
 		items = append(items, it)
 	}
@@ -110,10 +117,10 @@ func (d *Dispatcher) checkpointItems() []*item {
 	return items
 }
 
-// snapshotLocked returns the committed state of the role: the commands
-// whose records committed, held whole, and a copy of the compact IDs. The
-// caller holds d.mu.
-func (d *Dispatcher) snapshotLocked() (Checkpoint, []compactID) {
+// snapshotLocked returns the committed state of the role but for its
+// compact IDs: the commands whose records committed, held whole. The caller
+// holds d.mu.
+func (d *Dispatcher) snapshotLocked() Checkpoint {
 	cp := Checkpoint{
 		Window:          d.cfg.dedupWindow.Truncate(time.Millisecond),
 		IntakeTopic:     d.requestTP.Topic,
@@ -130,7 +137,7 @@ func (d *Dispatcher) snapshotLocked() (Checkpoint, []compactID) {
 		cc := checkpointCommandOf(c, d.role, d.windowTime(c, d.now()))
 		cp.Commands = append(cp.Commands, cc)
 	}
-	return cp, d.ids.snapshot()
+	return cp
 }
 
 // checkpointCommandOf returns c, whose first record committed, as a

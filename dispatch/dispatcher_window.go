@@ -143,7 +143,7 @@ func (d *Dispatcher) compactResolveError(ctx context.Context, id string, err err
 
 // readAt reads the record of the role at offset.
 func (d *Dispatcher) readAt(ctx context.Context, offset int64) (Entry, error) {
-	entries, err := d.readRange(ctx, offset, offset+1)
+	entries, _, err := d.readRange(ctx, offset, offset+1)
 	if err != nil {
 		return Entry{}, err
 	}

@@ -333,7 +333,7 @@
 // transaction committed all or none. The state is the concatenation of the
 // parts' data in part order ([AssembleCheckpoint]):
 //
-//	int16  version         0
+//	int16  version         1 (0 is read too; see below)
 //	int64  window          the writer's dedup window, in milliseconds; positive
 //	string intake topic    0..249 bytes; empty when no intake is recorded
 //	int32  intake partition
@@ -352,16 +352,21 @@
 //	...      outcome       only when status is not 0: int32 attempt, string
 //	                       reason, string detail, bytes data, as in an
 //	                       outcome record (its status is the status above)
-//	int32  ids             then for each compact ID, in ascending first
-//	                       offset:
+//	int32  ids             then for each compact ID, in ascending hash:
 //	uint64   hash          IDHash of the command ID (FNV-1a, 64 bits);
-//	                       no two alike
-//	uvarint  first delta   first offset minus the previous ID's (the first
-//	                       ID's is the offset itself); positive but for the
-//	                       first ID
+//	                       above the previous ID's
+//	uvarint  first         offset of its first record
 //	uvarint  outcome delta offset of its terminal outcome minus first
 //	varint   submitted at  milliseconds since the Unix epoch, as a zigzag
 //	                       delta from the previous ID's (from 0 for the first)
+//
+// Version 0 held the compact IDs in ascending first offset, each as in
+// version 1 but for its first offset, a uvarint delta from the previous
+// ID's (the first ID's is the offset itself; positive but for the first
+// ID). Version 1 keeps them in the order the leader holds them, so that it
+// writes them without sorting a copy of its window, and a recovery loads
+// them as they come; a recovery still reads a checkpoint of version 0, and
+// sorts its IDs.
 //
 // A varint is Go's encoding/binary varint, in its shortest form.
 //
@@ -426,7 +431,7 @@
 // partition the whole truth of a role: the checkpoint commits under the
 // token in the same ordered partition as the records it summarises, needs
 // no topic beyond those the deployment has, and [Verify] checks it against
-// them. A checkpoint over [MaxCheckpointPartLen] bytes (some 55,000 compact
+// them. A checkpoint over [MaxCheckpointPartLen] bytes (some 45,000 compact
 // IDs a part) is split into parts of one transaction, each well below
 // Kafka's default max.message.bytes of 1 MiB.
 //
@@ -434,7 +439,7 @@
 // after the newest one; after [WithCheckpointInterval] records of its own
 // ([DefaultCheckpointInterval]), or one for every 16 compact IDs it holds
 // when that is more, so that the bytes of checkpoints stay a fixed share of
-// the log however large the window (a window of a million IDs, 11 to 14 MB
+// the log however large the window (a window of a million IDs, 16 to 19 MB
 // of checkpoint, is written about every 62,500 records); and, every few
 // seconds, when it finds the partition's high watermark an interval past
 // its last checkpoint, even when it wrote nothing itself: roles share
@@ -443,8 +448,10 @@
 //
 // Recovery finds the newest checkpoint by reading backwards from the high
 // watermark taken when it began: one checkpoint interval of offsets, then
-// twice that, and so on, until it holds every part of the newest checkpoint
-// of its role, and keeps only its role's records on the way. Since the
+// twice that, and so on up to 65,536 offsets a read, until it holds every
+// part of the newest checkpoint of its role, and decodes only its role's
+// records on the way (the role is read from a record's key; the other
+// roles' records are counted and skipped). Since the
 // leader writes a checkpoint at least every interval of partition offsets,
 // the first read or two find it whatever else the partition holds, and the
 // records recovery reads are bounded by the interval and the records after

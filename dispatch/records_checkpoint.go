@@ -22,8 +22,16 @@ const (
 	MaxCheckpointParts = 4096
 )
 
-// The only version of the checkpoint state layout today.
-const checkpointVersion = 0
+// The versions of the checkpoint state layout. Version 0 held the compact
+// IDs in the order of their first offset, so a reader had to sort a million
+// of them by hash and a writer a copy of its window by offset; version 1
+// holds them in the order of their hash, as the dedup window does, so the
+// leader writes them straight from its window and a recovery decodes them
+// straight into it. Encoding writes version 1; decoding reads both.
+const (
+	checkpointVersion0 = 0
+	checkpointVersion  = 1
+)
 
 // CheckpointPart is the body of an EntryCheckpoint record: one slice of the
 // encoded [Checkpoint]. Every part of one checkpoint is written in the same
@@ -76,7 +84,7 @@ type Checkpoint struct {
 	Commands []CheckpointCommand
 
 	// IDs are the settled commands inside the dedup window, as compact IDs,
-	// in the order of their First offset.
+	// in the order of their Hash; no two hold the same hash.
 	IDs []CheckpointID
 }
 
@@ -137,46 +145,69 @@ func IDHash(id string) uint64 {
 
 // EncodeCheckpoint encodes cp, the state of role, and splits it into the
 // parts of one checkpoint named seq, each at most MaxCheckpointPartLen
-// bytes. It returns an error for a state that [AssembleCheckpoint] would
-// refuse.
+// bytes. It writes cp.IDs in the order of their hash, whatever their order
+// in cp, as [AssembleCheckpoint] returns them. It returns an error for a
+// state that AssembleCheckpoint would refuse.
 func EncodeCheckpoint(role string, seq int64, cp Checkpoint) ([]CheckpointPart, error) {
-	if err := checkCheckpointState(role, cp, true); err != nil {
+	if err := checkCheckpointHead(role, cp); err != nil {
 		return nil, fmt.Errorf("dispatch: encode checkpoint: %w", err)
 	}
 	ids := make([]compactID, len(cp.IDs))
 	for i, id := range cp.IDs {
+		if p := timeProblem(id.SubmittedAt, true); p != "" {
+			return nil, fmt.Errorf("dispatch: encode checkpoint: compact ID %016x: submitted at %s", id.Hash, p)
+		}
 		ids[i] = toCompact(id)
 	}
-	return splitCheckpoint(seq, encodeCheckpointState(cp, ids))
+	sortByHash(ids)
+	return encodeWindowCheckpoint(role, seq, cp, idBlocks{ids})
 }
 
 // encodeWindowCheckpoint is EncodeCheckpoint for a dispatcher's state: the
-// compact IDs come from its window, in the order of their first offset, and
-// hold distinct hashes, as the window holds them; cp holds no IDs.
-func encodeWindowCheckpoint(role string, seq int64, cp Checkpoint, ids []compactID) ([]CheckpointPart, error) {
-	if err := checkCheckpointState(role, cp, true); err != nil {
+// compact IDs come from its window, in hash order, and cp's IDs are not
+// read. It reads ids only, so the window may hand over its own blocks.
+func encodeWindowCheckpoint(role string, seq int64, cp Checkpoint, ids idBlocks) ([]CheckpointPart, error) {
+	if err := checkCheckpointHead(role, cp); err != nil {
 		return nil, fmt.Errorf("dispatch: encode checkpoint: %w", err)
 	}
-	prev := int64(-1)
-	for _, id := range ids {
-		if id.first <= prev || id.outcome < id.first || id.submitted <= zeroTimeMillis || id.submitted > maxTimeMillis {
-			return nil, fmt.Errorf("dispatch: encode checkpoint: compact ID at offset %d after offset %d is out of order or range", id.first, prev)
+	if n := ids.count(); n > math.MaxInt32 {
+		return nil, fmt.Errorf("dispatch: encode checkpoint: %d compact IDs are too many", n)
+	}
+	var prev *compactID
+	for _, blk := range ids {
+		for i := range blk {
+			if err := checkCompactID(prev, blk[i]); err != nil {
+				return nil, fmt.Errorf("dispatch: encode checkpoint: %w", err)
+			}
+			prev = &blk[i]
 		}
-		prev = id.first
 	}
 	return splitCheckpoint(seq, encodeCheckpointState(cp, ids))
 }
 
-// splitCheckpoint splits an encoded state into the parts of checkpoint seq.
-func splitCheckpoint(seq int64, data []byte) ([]CheckpointPart, error) {
-	n := max(1, (len(data)+MaxCheckpointPartLen-1)/MaxCheckpointPartLen)
-	if n > MaxCheckpointParts {
-		return nil, fmt.Errorf("dispatch: encode checkpoint: %d bytes need %d parts, above the limit of %d", len(data), n, MaxCheckpointParts)
+// checkCompactID checks id as the decoder of version 1 does: its hash
+// follows the one of prev, the ID before it if any, and its offsets and
+// time are in range.
+func checkCompactID(prev *compactID, id compactID) error {
+	switch {
+	case prev != nil && id.hash <= prev.hash:
+		return fmt.Errorf("compact ID hash %016x does not follow %016x: the IDs are out of order or hold one hash twice", id.hash, prev.hash)
+	case id.first < 0 || id.outcome < id.first:
+		return fmt.Errorf("compact ID %016x: offsets %d and %d are out of order or range", id.hash, id.first, id.outcome)
+	case id.submitted <= zeroTimeMillis || id.submitted > maxTimeMillis:
+		return fmt.Errorf("compact ID %016x: submitted at %d ms is outside the years 1 to 9999", id.hash, id.submitted)
 	}
-	parts := make([]CheckpointPart, n)
+	return nil
+}
+
+// splitCheckpoint makes the parts of checkpoint seq from the data of each.
+func splitCheckpoint(seq int64, data [][]byte) ([]CheckpointPart, error) {
+	if len(data) > MaxCheckpointParts {
+		return nil, fmt.Errorf("dispatch: encode checkpoint: the state needs %d parts, above the limit of %d", len(data), MaxCheckpointParts)
+	}
+	parts := make([]CheckpointPart, len(data))
 	for i := range parts {
-		end := min(len(data), (i+1)*MaxCheckpointPartLen)
-		parts[i] = CheckpointPart{Sequence: seq, Part: i, Parts: n, Data: data[i*MaxCheckpointPartLen : end]}
+		parts[i] = CheckpointPart{Sequence: seq, Part: i, Parts: len(data), Data: data[i]}
 	}
 	return parts, nil
 }
@@ -186,15 +217,29 @@ func splitCheckpoint(seq int64, data []byte) ([]CheckpointPart, error) {
 // missing or repeated, the parts disagree on their sequence or count, or the
 // state they carry does not decode. It never panics.
 func AssembleCheckpoint(role string, parts []CheckpointPart) (Checkpoint, error) {
-	return assembleCheckpoint(role, parts, true)
+	cp, ids, err := assembleCheckpoint(role, parts)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	if n := ids.count(); n > 0 {
+		cp.IDs = make([]CheckpointID, 0, n)
+		for _, blk := range ids {
+			for _, id := range blk {
+				cp.IDs = append(cp.IDs, id.checkpointID())
+			}
+		}
+	}
+	return cp, nil
 }
 
-// assembleCheckpoint is AssembleCheckpoint; without distinct it leaves the
-// test that no two compact IDs share a hash to its caller, as a recovery
-// that sorts them by hash anyway does.
-func assembleCheckpoint(role string, parts []CheckpointPart, distinct bool) (Checkpoint, error) {
-	fail := func(format string, args ...any) (Checkpoint, error) {
-		return Checkpoint{}, newFormatError("checkpoint", fmt.Errorf(format, args...))
+// assembleCheckpoint is AssembleCheckpoint with the compact IDs returned
+// apart, in hash order, as the dedup window holds them; cp.IDs is nil. It
+// reads the parts' data in place, one part after another, and lets go of
+// each part it has read: a caller that holds no other reference to them
+// holds at most one part beside the IDs while it decodes.
+func assembleCheckpoint(role string, parts []CheckpointPart) (Checkpoint, idBlocks, error) {
+	fail := func(format string, args ...any) (Checkpoint, idBlocks, error) {
+		return Checkpoint{}, nil, newFormatError("checkpoint", fmt.Errorf(format, args...))
 	}
 	if len(parts) == 0 {
 		return fail("no parts")
@@ -205,7 +250,6 @@ func assembleCheckpoint(role string, parts []CheckpointPart, distinct bool) (Che
 	}
 	ordered := make([][]byte, n)
 	seen := make([]bool, n)
-	size := 0
 	for _, p := range parts {
 		if err := checkCheckpointPart(p); err != nil {
 			return fail("%w", err)
@@ -217,23 +261,80 @@ func assembleCheckpoint(role string, parts []CheckpointPart, distinct bool) (Che
 			return fail("part %d repeated", p.Part)
 		}
 		seen[p.Part], ordered[p.Part] = true, p.Data
-		size += len(p.Data)
 	}
-	data := make([]byte, 0, size)
-	for _, b := range ordered {
-		data = append(data, b...)
-	}
-	cp, err := decodeCheckpointState(role, data, distinct)
+	clear(parts)
+	cp, ids, err := decodeCheckpointState(role, wireReader{buf: ordered[0], rest: ordered[1:]})
 	if err != nil {
-		return Checkpoint{}, newFormatError("checkpoint", err)
+		return Checkpoint{}, nil, newFormatError("checkpoint", err)
 	}
-	return cp, nil
+	return cp, ids, nil
 }
 
-// encodeCheckpointState writes cp, checked, with ids in place of its IDs.
-func encodeCheckpointState(cp Checkpoint, ids []compactID) []byte {
-	w := wireWriter{buf: make([]byte, 0, 64+len(ids)*14)}
-	w.int16(checkpointVersion)
+// encodeCheckpointState writes cp, checked, with ids, checked, in place of
+// its IDs, in the layout of checkpointVersion, and returns it split into
+// the data of its parts, each in a buffer of its own and of its size: a
+// writer that makes a record of each part lets go of the part once copied,
+// and never holds the whole state twice.
+func encodeCheckpointState(cp Checkpoint, ids idBlocks) [][]byte {
+	var head wireWriter
+	head.int16(checkpointVersion)
+	encodeCheckpointHead(&head, cp)
+	head.int32(int32(ids.count()))
+	size, prevAt := len(head.buf), int64(0)
+	for _, blk := range ids {
+		for _, id := range blk {
+			d := id.submitted - prevAt
+			size += 8 + uvarintLen(uint64(id.first)) + uvarintLen(uint64(id.outcome-id.first)) + uvarintLen(uint64(d<<1)^uint64(d>>63))
+			prevAt = id.submitted
+		}
+	}
+	w := partWriter{left: size}
+	w.write(head.buf)
+	var buf [maxCompactIDLen]byte
+	prevAt = 0
+	for _, blk := range ids {
+		for _, id := range blk {
+			b := binary.BigEndian.AppendUint64(buf[:0], id.hash)
+			b = binary.AppendUvarint(b, uint64(id.first))
+			b = binary.AppendUvarint(b, uint64(id.outcome-id.first))
+			b = binary.AppendVarint(b, id.submitted-prevAt)
+			w.write(b)
+			prevAt = id.submitted
+		}
+	}
+	return w.parts
+}
+
+// partWriter writes a byte stream of a known length into parts of
+// MaxCheckpointPartLen bytes, each allocated at its size.
+type partWriter struct {
+	parts [][]byte
+	left  int
+}
+
+func (w *partWriter) write(b []byte) {
+	for len(b) > 0 {
+		if len(w.parts) == 0 || len(w.parts[len(w.parts)-1]) == MaxCheckpointPartLen {
+			w.parts = append(w.parts, make([]byte, 0, min(w.left, MaxCheckpointPartLen)))
+		}
+		last := &w.parts[len(w.parts)-1]
+		n := min(len(b), MaxCheckpointPartLen-len(*last))
+		*last = append(*last, b[:n]...)
+		w.left -= n
+		b = b[n:]
+	}
+}
+
+// maxCompactIDLen bounds the bytes of one compact ID in version 1: its
+// hash in 8 bytes and three varints; minCompactIDLen is the least they take.
+const (
+	maxCompactIDLen = 8 + 3*binary.MaxVarintLen64
+	minCompactIDLen = 8 + 3
+)
+
+// encodeCheckpointHead writes what precedes the compact IDs: the window, the
+// intake position and the commands held whole.
+func encodeCheckpointHead(w *wireWriter, cp Checkpoint) {
 	w.int64(cp.Window.Milliseconds())
 	w.string(cp.IntakeTopic)
 	w.int32(int32(cp.IntakePartition))
@@ -243,7 +344,7 @@ func encodeCheckpointState(cp Checkpoint, ids []compactID) []byte {
 		w.int8(int8(c.Status))
 		if c.Issued {
 			w.int8(1)
-			writeCommand(&w, c.Command)
+			writeCommand(w, c.Command)
 		} else {
 			w.int8(0)
 			w.string(c.Command.ID)
@@ -260,21 +361,11 @@ func encodeCheckpointState(cp Checkpoint, ids []compactID) []byte {
 			w.bytes(c.Outcome.Result.Data)
 		}
 	}
-	w.int32(int32(len(ids)))
-	prevFirst, prevAt := int64(0), int64(0)
-	for _, id := range ids {
-		w.buf = binary.BigEndian.AppendUint64(w.buf, id.hash)
-		w.buf = binary.AppendUvarint(w.buf, uint64(id.first-prevFirst))
-		w.buf = binary.AppendUvarint(w.buf, uint64(id.outcome-id.first))
-		w.buf = binary.AppendVarint(w.buf, id.submitted-prevAt)
-		prevFirst, prevAt = id.first, id.submitted
-	}
-	return w.buf
 }
 
-// checkCheckpointState checks what the decoder checks, so that a state
-// encodes only when it decodes back.
-func checkCheckpointState(role string, cp Checkpoint, distinct bool) error {
+// checkCheckpointHead checks what the decoder checks of the state before
+// its compact IDs, so that a state encodes only when it decodes back.
+func checkCheckpointHead(role string, cp Checkpoint) error {
 	if cp.Window <= 0 || cp.Window%time.Millisecond != 0 {
 		return fmt.Errorf("window %s is not a positive count of milliseconds", cp.Window)
 	}
@@ -297,36 +388,6 @@ func checkCheckpointState(role string, cp Checkpoint, distinct bool) error {
 			return fmt.Errorf("command %q held twice", c.Command.ID)
 		}
 		seen[c.Command.ID] = true
-	}
-	var hashes []uint64
-	if distinct {
-		hashes = make([]uint64, 0, len(cp.IDs))
-	}
-	prev := int64(-1)
-	for _, id := range cp.IDs {
-		switch {
-		case id.First <= prev:
-			return fmt.Errorf("compact ID at offset %d does not follow offset %d", id.First, prev)
-		case id.Outcome < id.First:
-			return fmt.Errorf("compact ID at offset %d has its outcome before it, at %d", id.First, id.Outcome)
-		}
-		if p := timeProblem(id.SubmittedAt, true); p != "" {
-			return fmt.Errorf("compact ID at offset %d: submitted at %s", id.First, p)
-		}
-		if distinct {
-			hashes = append(hashes, id.Hash)
-		}
-		prev = id.First
-	}
-	if !distinct {
-		return nil
-	}
-	// A sort, not a map: a million hashes cost 8 MB and no map.
-	radixSort(hashes, func(h uint64) uint64 { return h })
-	for i := 1; i < len(hashes); i++ {
-		if hashes[i] == hashes[i-1] {
-			return fmt.Errorf("compact ID hash %016x held twice", hashes[i])
-		}
 	}
 	return nil
 }
@@ -377,11 +438,13 @@ func outcomeEmpty(o Outcome) bool {
 	return o.CommandID == "" && o.Status == StatusPending && o.Reason == "" && o.Result.Detail == "" && o.Result.Data == nil && o.Attempt == 0
 }
 
-func decodeCheckpointState(role string, data []byte, distinct bool) (Checkpoint, error) {
+// decodeCheckpointState decodes the state that r reads, of either version,
+// and returns it with its compact IDs apart, in hash order.
+func decodeCheckpointState(role string, r wireReader) (Checkpoint, idBlocks, error) {
 	var cp Checkpoint
-	r := wireReader{buf: data}
-	if v := r.int16("version"); r.err == nil && v != checkpointVersion {
-		r.fail("unknown version %d", v)
+	version := r.int16("version")
+	if r.err == nil && version != checkpointVersion && version != checkpointVersion0 {
+		r.fail("unknown version %d", version)
 	}
 	window := r.int64("window")
 	if r.err == nil && (window <= 0 || window > math.MaxInt64/int64(time.Millisecond)) {
@@ -394,8 +457,8 @@ func decodeCheckpointState(role string, data []byte, distinct bool) (Checkpoint,
 	n := r.int32("command count")
 	// Each command takes at least 20 bytes: a hostile count fails on the
 	// bytes that remain before anything is allocated for it.
-	if r.err == nil && (n < 0 || int64(n)*20 > int64(len(data)-r.off)) {
-		r.fail("command count %d does not fit the %d bytes left", n, len(data)-r.off)
+	if left := r.remaining(); r.err == nil && (n < 0 || int64(n)*20 > int64(left)) {
+		r.fail("command count %d does not fit the %d bytes left", n, left)
 	}
 	if r.err == nil && n > 0 {
 		cp.Commands = make([]CheckpointCommand, 0, n)
@@ -433,49 +496,158 @@ func decodeCheckpointState(role string, data []byte, distinct bool) (Checkpoint,
 		}
 		cp.Commands = append(cp.Commands, c)
 	}
+	if r.err != nil {
+		return Checkpoint{}, nil, r.err
+	}
+	if err := checkCheckpointHead(role, cp); err != nil {
+		return Checkpoint{}, nil, err
+	}
+	var ids idBlocks
+	if version == checkpointVersion0 {
+		ids = readCompactIDsV0(&r)
+	} else {
+		ids = readCompactIDs(&r)
+	}
+	r.end()
+	if r.err != nil {
+		return Checkpoint{}, nil, r.err
+	}
+	return cp, ids, nil
+}
+
+// readIDCount reads the count of compact IDs, each taking at least least
+// bytes.
+func readIDCount(r *wireReader, least int) int {
 	m := r.int32("id count")
-	// Each compact ID takes at least 11 bytes.
-	if r.err == nil && (m < 0 || int64(m)*11 > int64(len(data)-r.off)) {
-		r.fail("id count %d does not fit the %d bytes left", m, len(data)-r.off)
+	if left := r.remaining(); r.err == nil && (m < 0 || int64(m)*int64(least) > int64(left)) {
+		r.fail("id count %d does not fit the %d bytes left", m, left)
 	}
-	if r.err == nil && m > 0 {
-		cp.IDs = make([]CheckpointID, 0, m)
+	if r.err != nil {
+		return 0
 	}
+	return int(m)
+}
+
+// readCompactIDs reads the compact IDs of version 1, in hash order, each
+// checked as checkCompactID checks it.
+func readCompactIDs(r *wireReader) idBlocks {
+	m := readIDCount(r, minCompactIDLen)
+	blocks := make(idBlocks, 0, (m+windowBlock-1)/windowBlock)
+	var blk []compactID
+	prevHash, prevAt := uint64(0), int64(0)
+	for i := range m {
+		if len(blk) == cap(blk) {
+			// The IDs go straight into the blocks the window keeps.
+			blk = make([]compactID, 0, min(windowBlock, m-i))
+		}
+		var hash, first, out uint64
+		var at int64
+		if len(r.buf)-r.off < maxCompactIDLen {
+			r.fill(maxCompactIDLen)
+		}
+		if b := r.buf[r.off:]; len(b) >= maxCompactIDLen {
+			// The ID is read from the buffer at once; a fault is read
+			// again below, for its message.
+			hash = binary.BigEndian.Uint64(b)
+			var n1, n2, n3 int
+			if first, n1 = shortestUvarint(b[8:]); n1 > 0 {
+				if out, n2 = shortestUvarint(b[8+n1:]); n2 > 0 {
+					var u uint64
+					if u, n3 = shortestUvarint(b[8+n1+n2:]); n3 > 0 {
+						at = int64(u>>1) ^ -int64(u&1)
+						r.off += 8 + n1 + n2 + n3
+					}
+				}
+			}
+			if n1 <= 0 || n2 <= 0 || n3 <= 0 {
+				r.take(8, "id hash")
+				r.uvarint("first offset")
+				r.uvarint("outcome offset delta")
+				r.varint("submitted at delta")
+			}
+		} else {
+			if b := r.take(8, "id hash"); b != nil {
+				hash = binary.BigEndian.Uint64(b)
+			}
+			first = r.uvarint("first offset")
+			out = r.uvarint("outcome offset delta")
+			at = r.varint("submitted at delta")
+		}
+		switch {
+		case r.err != nil:
+			return nil
+		case i > 0 && hash <= prevHash:
+			r.fail("compact ID %d: hash %016x does not follow %016x: out of order or held twice", i, hash, prevHash)
+		case first > math.MaxInt64 || out > math.MaxInt64-first:
+			r.fail("compact ID %d: offset out of range", i)
+		case (at > 0 && prevAt > maxTimeMillis-at) || (at < 0 && prevAt < zeroTimeMillis-at):
+			r.fail("compact ID %d: submitted at out of range", i)
+		}
+		if r.err != nil {
+			return nil
+		}
+		prevHash = hash
+		prevAt += at
+		if prevAt <= zeroTimeMillis || prevAt > maxTimeMillis {
+			r.fail("compact ID %d: submitted at %d ms is outside the years 1 to 9999", i, prevAt)
+			return nil
+		}
+		blk = append(blk, compactID{hash: prevHash, first: int64(first), outcome: int64(first + out), submitted: prevAt})
+		if len(blk) == cap(blk) {
+			blocks = append(blocks, blk)
+		}
+	}
+	return blocks
+}
+
+// readCompactIDsV0 reads the compact IDs of version 0, in the order of
+// their first offset, and returns them in hash order.
+func readCompactIDsV0(r *wireReader) idBlocks {
+	ids := make([]compactID, readIDCount(r, 11))
 	prevFirst, prevAt := int64(0), int64(0)
-	for i := int32(0); i < m && r.err == nil; i++ {
-		var id CheckpointID
+	for i := range ids {
+		var id compactID
 		if b := r.take(8, "id hash"); b != nil {
-			id.Hash = binary.BigEndian.Uint64(b)
+			id.hash = binary.BigEndian.Uint64(b)
 		}
 		first := r.uvarint("first offset delta")
 		out := r.uvarint("outcome offset delta")
 		at := r.varint("submitted at delta")
 		if r.err != nil {
-			break
+			return nil
 		}
 		if first > math.MaxInt64-uint64(prevFirst) || out > math.MaxInt64-(uint64(prevFirst)+first) {
 			r.fail("compact ID %d: offset out of range", i)
-			break
+			return nil
 		}
-		id.First = prevFirst + int64(first)
-		id.Outcome = id.First + int64(out)
+		id.first = prevFirst + int64(first)
+		id.outcome = id.first + int64(out)
 		if (at > 0 && prevAt > maxTimeMillis-at) || (at < 0 && prevAt < zeroTimeMillis-at) {
 			r.fail("compact ID %d: submitted at out of range", i)
-			break
+			return nil
 		}
 		prevAt += at
-		id.SubmittedAt = time.UnixMilli(prevAt).UTC()
-		prevFirst = id.First
-		cp.IDs = append(cp.IDs, id)
+		id.submitted = prevAt
+		switch {
+		case i > 0 && id.first == prevFirst:
+			r.fail("compact ID at offset %d does not follow offset %d", id.first, prevFirst)
+		case prevAt <= zeroTimeMillis || prevAt > maxTimeMillis:
+			r.fail("compact ID at offset %d: submitted at %d ms is outside the years 1 to 9999", id.first, prevAt)
+		}
+		if r.err != nil {
+			return nil
+		}
+		prevFirst = id.first
+		ids[i] = id
 	}
-	r.end()
-	if r.err != nil {
-		return Checkpoint{}, r.err
+	sortByHash(ids)
+	for i := 1; i < len(ids); i++ {
+		if ids[i].hash == ids[i-1].hash {
+			r.fail("compact ID hash %016x held twice", ids[i].hash)
+			return nil
+		}
 	}
-	if err := checkCheckpointState(role, cp, distinct); err != nil {
-		return Checkpoint{}, err
-	}
-	return cp, nil
+	return blocksOf(ids)
 }
 
 // readOptionalTime reads a time that may be the zero time.

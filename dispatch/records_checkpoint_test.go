@@ -1,9 +1,12 @@
 package dispatch
 
 import (
+	"cmp"
+	"encoding/binary"
 	"errors"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 )
@@ -45,15 +48,72 @@ func goldenCheckpointData(t testing.TB) []byte {
 	return parts[0].Data
 }
 
+// TestCheckpointGolden checks the layout of version 1 against its golden
+// vector, and that the golden vectors of both versions decode into the
+// golden checkpoint: a dispatcher recovers from a checkpoint that one of
+// the version before wrote.
 func TestCheckpointGolden(t *testing.T) {
-	data := goldenCheckpointData(t)
-	golden(t, "checkpoint-state", data)
-	cp, err := AssembleCheckpoint("plant-a", []CheckpointPart{{Sequence: 3, Parts: 1, Data: readGolden(t, "testdata/checkpoint-state.hex")}})
-	if err != nil {
-		t.Fatal(err)
+	golden(t, "checkpoint-state-v1", goldenCheckpointData(t))
+	golden(t, "checkpoint-state-v0", encodeCheckpointV0(goldenCheckpoint(t)))
+	for _, v := range []string{"v0", "v1"} {
+		cp, err := AssembleCheckpoint("plant-a", []CheckpointPart{{Sequence: 3, Parts: 1, Data: readGolden(t, "testdata/checkpoint-state-"+v+".hex")}})
+		if err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+		if want := goldenCheckpoint(t); !reflect.DeepEqual(cp, want) {
+			t.Fatalf("the golden checkpoint of %s decodes as\n%+v\nwant\n%+v", v, cp, want)
+		}
 	}
-	if want := goldenCheckpoint(t); !reflect.DeepEqual(cp, want) {
-		t.Fatalf("the golden checkpoint decodes as\n%+v\nwant\n%+v", cp, want)
+}
+
+// encodeCheckpointV0 writes cp in the layout of version 0, which held the
+// compact IDs in the order of their first offset, each with its hash in 8
+// bytes and the deltas of its offsets and time from the one before.
+func encodeCheckpointV0(cp Checkpoint) []byte {
+	var w wireWriter
+	w.int16(checkpointVersion0)
+	encodeCheckpointHead(&w, cp)
+	ids := slices.Clone(cp.IDs)
+	slices.SortFunc(ids, func(a, b CheckpointID) int { return cmp.Compare(a.First, b.First) })
+	w.int32(int32(len(ids)))
+	prevFirst, prevAt := int64(0), int64(0)
+	for _, id := range ids {
+		w.buf = binary.BigEndian.AppendUint64(w.buf, id.Hash)
+		w.buf = binary.AppendUvarint(w.buf, uint64(id.First-prevFirst))
+		w.buf = binary.AppendUvarint(w.buf, uint64(id.Outcome-id.First))
+		w.buf = binary.AppendVarint(w.buf, id.SubmittedAt.UnixMilli()-prevAt)
+		prevFirst, prevAt = id.First, id.SubmittedAt.UnixMilli()
+	}
+	return w.buf
+}
+
+// TestCheckpointSplitAnywhere checks that the decoder reads a state split
+// at any byte, into parts of any size, even empty ones: a part boundary may
+// fall inside any field.
+func TestCheckpointSplitAnywhere(t *testing.T) {
+	want := goldenCheckpoint(t)
+	for _, data := range [][]byte{goldenCheckpointData(t), encodeCheckpointV0(want)} {
+		for i := 0; i <= len(data); i++ {
+			for _, split := range [][][]byte{{data[:i], data[i:]}, {data[:i/2], data[i/2 : i], nil, data[i:]}} {
+				parts := make([]CheckpointPart, len(split))
+				for j, b := range split {
+					parts[j] = CheckpointPart{Sequence: 1, Part: j, Parts: len(split), Data: b}
+				}
+				got, err := AssembleCheckpoint("plant-a", parts)
+				if err != nil {
+					t.Fatalf("split at %d of %d into %d parts: %v", i, len(data), len(split), err)
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("split at %d of %d into %d parts decodes as %+v", i, len(data), len(split), got)
+				}
+			}
+			// Cut short, it fails.
+			if i < len(data) {
+				if _, err := AssembleCheckpoint("plant-a", []CheckpointPart{{Parts: 2, Data: data[:i/2]}, {Part: 1, Parts: 2, Data: data[i/2 : i]}}); err == nil {
+					t.Fatalf("the first %d of %d bytes decode", i, len(data))
+				}
+			}
+		}
 	}
 }
 
@@ -109,6 +169,7 @@ func TestCheckpointParts(t *testing.T) {
 		off += 1 + int64(r.IntN(3))
 		cp.IDs = append(cp.IDs, CheckpointID{Hash: r.Uint64(), First: off, Outcome: off + int64(r.IntN(50)), SubmittedAt: at.Add(time.Duration(i) * time.Millisecond)})
 	}
+	sortIDs(cp.IDs)
 	parts, err := EncodeCheckpoint("plant-a", 5, cp)
 	if err != nil {
 		t.Fatal(err)
@@ -154,4 +215,45 @@ func TestCheckpointParts(t *testing.T) {
 	if _, err := AssembleCheckpoint("plant-a", twice); !errors.As(err, &fe) {
 		t.Fatalf("a part given twice: %v, want a *LogFormatError", err)
 	}
+}
+
+// TestCheckpointEncodedSize checks that the state of a checkpoint is
+// written into the buffers of its parts at their exact size, every part
+// but the last full: the parts keep nothing more alive.
+func TestCheckpointEncodedSize(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	ids := make([]compactID, 100_000)
+	for i := range ids {
+		ids[i] = compactID{hash: r.Uint64(), first: r.Int64N(1 << 40), submitted: at.UnixMilli() - r.Int64N(1<<33) + 1<<32}
+		ids[i].outcome = ids[i].first + r.Int64N(1<<20)
+	}
+	sortByHash(ids)
+	for _, n := range []int{0, 1, 100_000} {
+		data := encodeCheckpointState(goldenCheckpoint(t), blocksOf(ids[:n]))
+		for i, d := range data {
+			if len(d) != cap(d) || (i < len(data)-1 && len(d) != MaxCheckpointPartLen) || len(d) == 0 {
+				t.Fatalf("%d IDs: part %d of %d holds %d bytes in a buffer of %d", n, i, len(data), len(d), cap(d))
+			}
+		}
+		parts, err := splitCheckpoint(1, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp, got, err := assembleCheckpoint("plant-a", parts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(flat(got), ids[:n]) || len(cp.Commands) != 3 {
+			t.Fatalf("%d IDs: the state does not decode back", n)
+		}
+	}
+}
+
+// flat returns the IDs of blocks in one slice.
+func flat(blocks idBlocks) []compactID {
+	var out []compactID
+	for _, blk := range blocks {
+		out = append(out, blk...)
+	}
+	return out
 }

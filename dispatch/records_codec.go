@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -47,7 +48,14 @@ func EncodeEntry(e Entry) (key, value []byte, err error) {
 		return nil, nil, fmt.Errorf("dispatch: encode %s entry: %w", e.Kind, err)
 	}
 	id := ""
-	body := wireWriter{}
+	// The body is written after the value's head, in the value itself, so
+	// that a large body (a checkpoint's part) is copied once.
+	body := wireWriter{buf: make([]byte, 0, 22+len(e.Member)+bodySize(e))}
+	body.int16(entryValueVersion)
+	body.int64(e.Token.ProducerID())
+	body.int16(e.Token.ProducerEpoch())
+	body.string(e.Member)
+	body.time(e.At)
 	switch e.Kind {
 	case EntryIssued:
 		cmd := e.Issued.Command
@@ -58,7 +66,6 @@ func EncodeEntry(e Entry) (key, value []byte, err error) {
 			return nil, nil, fmt.Errorf("dispatch: encode issued entry: %w", err)
 		}
 		id = cmd.ID
-		body.buf = make([]byte, 0, commandSize(cmd))
 		writeCommand(&body, cmd)
 	case EntryRedispatched:
 		d := e.Redispatched
@@ -93,7 +100,6 @@ func EncodeEntry(e Entry) (key, value []byte, err error) {
 		if err := checkCheckpointPart(*p); err != nil {
 			return nil, nil, fmt.Errorf("dispatch: encode checkpoint entry: %w", err)
 		}
-		body.buf = make([]byte, 0, 16+len(p.Data))
 		body.int64(p.Sequence)
 		body.int32(int32(p.Part))
 		body.int32(int32(p.Parts))
@@ -106,14 +112,21 @@ func EncodeEntry(e Entry) (key, value []byte, err error) {
 	k.string(e.Role)
 	k.string(id)
 
-	v := wireWriter{buf: make([]byte, 0, 22+len(e.Member)+len(body.buf))}
-	v.int16(entryValueVersion)
-	v.int64(e.Token.ProducerID())
-	v.int16(e.Token.ProducerEpoch())
-	v.string(e.Member)
-	v.time(e.At)
-	v.buf = append(v.buf, body.buf...)
-	return k.buf, v.buf, nil
+	return k.buf, body.buf, nil
+}
+
+// bodySize returns about how many bytes the body of e takes, checked: a
+// bound for the common case, not a limit.
+func bodySize(e Entry) int {
+	switch e.Kind {
+	case EntryIssued:
+		return commandSize(e.Issued.Command) + len(e.Role)
+	case EntryOutcome:
+		return 32 + len(e.Outcome.Reason) + len(e.Outcome.Result.Detail) + len(e.Outcome.Result.Data)
+	case EntryCheckpoint:
+		return 20 + len(e.Checkpoint.Data)
+	}
+	return 64 + len(e.Role)
 }
 
 // checkEntryHead checks the fields every kind shares, and that exactly the
@@ -221,6 +234,21 @@ func checkIntake(p IntakePosition) error {
 		return fmt.Errorf("next offset %d is below from offset %d", p.NextOffset, p.FromOffset)
 	}
 	return nil
+}
+
+// keyRole returns the role that the key of a record of the command log
+// names, without decoding the rest of the record, and whether the key
+// begins as DecodeEntry reads it: a known version and a role of a valid
+// length.
+func keyRole(key []byte) ([]byte, bool) {
+	if len(key) < 6 || int16(binary.BigEndian.Uint16(key)) != entryKeyVersion {
+		return nil, false
+	}
+	n := int(int16(binary.BigEndian.Uint16(key[4:])))
+	if n < 0 || n > coordination.MaxRoleLen || len(key) < 6+n {
+		return nil, false
+	}
+	return key[6 : 6+n], true
 }
 
 // DecodeEntry decodes a record of the command log. The returned entry has no

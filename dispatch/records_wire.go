@@ -66,14 +66,21 @@ func (w *wireWriter) bytes(b []byte) {
 	w.buf = append(w.buf, b...)
 }
 
-// wireReader consumes the primitives from a buffer. The first fault sticks:
-// every later read returns a zero value, and err reports the fault. A length
-// is checked against the bytes that remain before anything is allocated, so a
-// hostile length can never make the reader allocate more than its input.
+// wireReader consumes the primitives from a buffer, and from the buffers in
+// rest after it, as if they were one: the parts of a checkpoint are read in
+// turn, without a copy of them all, and the reader lets go of each one it has
+// read. The first fault sticks: every later read returns a zero value, and
+// err reports the fault. A length is checked against the bytes that remain
+// before anything is allocated, so a hostile length can never make the
+// reader allocate more than its input.
 type wireReader struct {
-	buf []byte
-	off int
-	err error
+	buf  []byte
+	off  int
+	err  error
+	rest [][]byte
+
+	// base counts the bytes before buf, for the offsets of faults.
+	base int
 }
 
 func (r *wireReader) fail(format string, args ...any) {
@@ -82,13 +89,61 @@ func (r *wireReader) fail(format string, args ...any) {
 	}
 }
 
+// remaining counts the bytes left to read.
+func (r *wireReader) remaining() int {
+	n := len(r.buf) - r.off
+	for _, b := range r.rest {
+		n += len(b)
+	}
+	return n
+}
+
+// fill makes the next n bytes, or all that remain if fewer, follow one
+// another in buf. It moves on to the next buffer without a copy when buf is
+// read to its end; otherwise it joins what remains of buf to the whole of
+// the next buffer, and of as many more as n needs, so that each buffer is
+// copied at most once and the reader holds at most one copy at a time.
+func (r *wireReader) fill(n int) {
+	if len(r.buf)-r.off >= n || len(r.rest) == 0 {
+		return
+	}
+	if r.off == len(r.buf) && len(r.rest[0]) >= n {
+		r.base += len(r.buf)
+		r.buf, r.off = r.rest[0], 0
+		r.rest[0], r.rest = nil, r.rest[1:]
+		return
+	}
+	size, k := len(r.buf)-r.off, 0
+	for k < len(r.rest) && (k == 0 || size < n) {
+		size += len(r.rest[k])
+		k++
+	}
+	joined := make([]byte, 0, size)
+	joined = append(joined, r.buf[r.off:]...)
+	for i := range k {
+		joined = append(joined, r.rest[i]...)
+		r.rest[i] = nil
+	}
+	r.rest = r.rest[k:]
+	r.base += r.off
+	r.buf, r.off = joined, 0
+}
+
 // take returns the next n bytes, or nil after a fault.
-func (r *wireReader) take(n int, what string) []byte {
+func (r *wireReader) take(n int, what string) []byte { return r.takeOf(n, what, "") }
+
+// takeOf is take of a field named what and suffix, which are joined only
+// for the message of a fault: a decoder reads a length before each string,
+// and a name built for each would cost an allocation a string.
+func (r *wireReader) takeOf(n int, what, suffix string) []byte {
 	if r.err != nil {
 		return nil
 	}
 	if n > len(r.buf)-r.off {
-		r.fail("%s: truncated at byte %d: need %d bytes, %d remain", what, r.off, n, len(r.buf)-r.off)
+		r.fill(n)
+	}
+	if n > len(r.buf)-r.off {
+		r.fail("%s%s: truncated at byte %d: need %d bytes, %d remain", what, suffix, r.base+r.off, n, len(r.buf)-r.off)
 		return nil
 	}
 	b := r.buf[r.off : r.off+n]
@@ -138,10 +193,11 @@ func (r *wireReader) time(what string) time.Time {
 
 // string reads an int16-length string of at most limit bytes.
 func (r *wireReader) string(what string, limit int) string {
-	n := r.int16(what + " length")
-	if r.err != nil {
+	l := r.takeOf(2, what, " length")
+	if l == nil {
 		return ""
 	}
+	n := int16(binary.BigEndian.Uint16(l))
 	if n < 0 {
 		r.fail("%s: negative length %d", what, n)
 		return ""
@@ -156,10 +212,11 @@ func (r *wireReader) string(what string, limit int) string {
 // bytes reads an int32-length byte string of at most limit bytes. An empty
 // byte string reads as nil.
 func (r *wireReader) bytes(what string, limit int) []byte {
-	n := r.int32(what + " length")
-	if r.err != nil {
+	l := r.takeOf(4, what, " length")
+	if l == nil {
 		return nil
 	}
+	n := int32(binary.BigEndian.Uint32(l))
 	if n < 0 {
 		r.fail("%s: negative length %d", what, n)
 		return nil
@@ -177,8 +234,8 @@ func (r *wireReader) bytes(what string, limit int) []byte {
 
 // end records a fault when bytes remain after the layout.
 func (r *wireReader) end() {
-	if r.err == nil && r.off != len(r.buf) {
-		r.fail("%d trailing bytes after byte %d", len(r.buf)-r.off, r.off)
+	if n := r.remaining(); r.err == nil && n != 0 {
+		r.fail("%d trailing bytes after byte %d", n, r.base+r.off)
 	}
 }
 
@@ -187,9 +244,12 @@ func (r *wireReader) uvarint(what string) uint64 {
 	if r.err != nil {
 		return 0
 	}
-	v, n := binary.Uvarint(r.buf[r.off:])
-	if n <= 0 || n != uvarintLen(v) {
-		r.fail("%s: malformed varint at byte %d", what, r.off)
+	if len(r.buf)-r.off < binary.MaxVarintLen64 {
+		r.fill(binary.MaxVarintLen64)
+	}
+	v, n := shortestUvarint(r.buf[r.off:])
+	if n <= 0 {
+		r.fail("%s: malformed varint at byte %d", what, r.base+r.off)
 		return 0
 	}
 	r.off += n
@@ -198,20 +258,20 @@ func (r *wireReader) uvarint(what string) uint64 {
 
 // varint reads a signed (zigzag) varint in its shortest form.
 func (r *wireReader) varint(what string) int64 {
-	if r.err != nil {
-		return 0
+	u := r.uvarint(what)
+	return int64(u>>1) ^ -int64(u&1)
+}
+
+// shortestUvarint decodes the unsigned varint that b begins with and
+// returns it with its length, or a length of 0 or less when b does not
+// begin with one in its shortest form: its last byte, but for a varint of
+// one byte, is not zero.
+func shortestUvarint(b []byte) (uint64, int) {
+	v, n := binary.Uvarint(b)
+	if n > 1 && b[n-1] == 0 {
+		return 0, 0
 	}
-	v, n := binary.Varint(r.buf[r.off:])
-	zigzag := uint64(v) << 1
-	if v < 0 {
-		zigzag = ^zigzag
-	}
-	if n <= 0 || n != uvarintLen(zigzag) {
-		r.fail("%s: malformed varint at byte %d", what, r.off)
-		return 0
-	}
-	r.off += n
-	return v
+	return v, n
 }
 
 // uvarintLen is the length of v's shortest unsigned varint.

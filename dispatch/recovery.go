@@ -135,8 +135,9 @@ type recovered struct {
 	// of its first record (those of a checkpoint first).
 	order []*command
 
-	// ids are the compact IDs of the checkpoint recovery started from.
-	ids []CheckpointID
+	// ids are the compact IDs of the checkpoint recovery started from, in
+	// hash order.
+	ids idBlocks
 
 	// intake is the NextOffset of the role's last intake record of its
 	// requests partition, or 0.
@@ -170,12 +171,13 @@ func newFolder(role string, requests coordination.TopicPartition) *folder {
 	return &folder{role: role, requests: requests, commands: make(map[string]*command)}
 }
 
-// seed starts the fold from a checkpoint of the role.
-func (f *folder) seed(cp Checkpoint) {
+// seed starts the fold from a checkpoint of the role and its compact IDs,
+// in hash order.
+func (f *folder) seed(cp Checkpoint, ids idBlocks) {
 	if cp.IntakeTopic == f.requests.Topic && cp.IntakePartition == f.requests.Partition {
 		f.st.intake = cp.IntakeNext
 	}
-	f.st.ids = cp.IDs
+	f.st.ids = ids
 	for _, cc := range cp.Commands {
 		c := &command{cmd: cc.Command, issued: cc.Issued, attempt: cc.Attempt, token: cc.Token,
 			first: cc.First, outcomeAt: -1}

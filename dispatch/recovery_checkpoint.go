@@ -1,15 +1,25 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
 )
 
 // maxSearchStep bounds the offsets of one read of the backward search for a
-// checkpoint, which doubles its step from the checkpoint interval.
-const maxSearchStep = 1 << 20
+// checkpoint, which doubles its step from the checkpoint interval. Past it,
+// the search reads on in steps of this size: whatever lies in a read before
+// the checkpoint is read for nothing, and a step that kept doubling read
+// more than the distance to the checkpoint (132,000 records of 300,000, at a
+// million IDs), where a step of this size reads at most this many more. A
+// partition without a checkpoint is read in more steps of this size than of
+// doubling ones, at the cost of a short request each.
+const maxSearchStep = 1 << 16
 
 // recoverFromCheckpoint reads the role's state from the newest complete
 // checkpoint of the role and the records after it, up to the high watermark
@@ -31,23 +41,31 @@ func (d *Dispatcher) recoverFromCheckpoint(ctx context.Context) (recovered, Reco
 	if err != nil {
 		return recovered{}, stats, err
 	}
+	state, stats, err := recoverState(ctx, d.role, d.requestTP, start, end, int64(d.cfg.checkpointInterval), d.readRange)
 	stats.Start, stats.End = start, end
-	s, err := searchCheckpoint(ctx, d.role, start, end, int64(d.cfg.checkpointInterval), d.readRange)
+	return state, stats, err
+}
+
+// recoverState reads the state of role from the newest complete checkpoint
+// in the offsets from start up to end and the records after it, as
+// recoverFromCheckpoint describes, with read reading the log.
+func recoverState(ctx context.Context, role string, requests coordination.TopicPartition, start, end, step int64,
+	read rangeReader) (recovered, RecoveryStats, error) {
+	stats := RecoveryStats{CheckpointOffset: -1}
+	s, err := searchCheckpoint(ctx, role, start, end, step, read)
 	stats.RecordsRead = s.read
 	if err != nil {
 		return recovered{}, stats, err
 	}
 	if !s.found {
 		stats.TailRecords = len(s.entries)
-		return foldLog(d.role, d.requestTP, s.entries), stats, nil
+		return foldLog(role, requests, s.entries), stats, nil
 	}
-	f := newFolder(d.role, d.requestTP)
-	f.seed(s.cp)
+	f := newFolder(role, requests)
+	f.seed(s.cp, s.ids)
 	for i := range s.entries {
-		if s.entries[i].Offset > s.at {
-			stats.TailRecords++
-			f.apply(&s.entries[i])
-		}
+		stats.TailRecords++
+		f.apply(&s.entries[i])
 	}
 	stats.CheckpointOffset = s.at
 	return f.finish(), stats, nil
@@ -56,13 +74,16 @@ func (d *Dispatcher) recoverFromCheckpoint(ctx context.Context) (recovered, Reco
 // checkpointSearch is what a backward search for the newest checkpoint of a
 // role found.
 type checkpointSearch struct {
-	// cp is the checkpoint, and at the offset of its last part, when found.
+	// cp is the checkpoint, with its compact IDs apart in ids, in hash
+	// order, and at the offset of its last part, when found.
 	cp    Checkpoint
+	ids   idBlocks
 	at    int64
 	found bool
 
-	// entries are the role's records read, in offset order: those from the
-	// lowest offset read up to the end of the search.
+	// entries are the role's records read, in offset order: those after
+	// the checkpoint when found, else all from the lowest offset read up to
+	// the end of the search.
 	entries []Entry
 
 	// read counts every record read, of any role.
@@ -74,17 +95,16 @@ type checkpointSearch struct {
 // at a time and doubling the step up to maxSearchStep, and keeps only the
 // role's records on the way. Without a checkpoint it reads down to start.
 // It returns what it read so far with an error.
-func searchCheckpoint(ctx context.Context, role string, start, end, step int64,
-	read func(ctx context.Context, from, to int64) ([]Entry, error)) (checkpointSearch, error) {
+func searchCheckpoint(ctx context.Context, role string, start, end, step int64, read rangeReader) (checkpointSearch, error) {
 	s := checkpointSearch{at: -1}
 	step = max(step, 1)
 	for hi := end; hi > start; {
 		lo := max(start, hi-step)
-		entries, err := read(ctx, lo, hi)
+		entries, n, err := read(ctx, lo, hi)
 		if err != nil {
 			return s, err
 		}
-		s.read += len(entries)
+		s.read += n
 		mine := make([]Entry, 0, len(entries)+len(s.entries))
 		for _, e := range entries {
 			if e.Role == role {
@@ -92,12 +112,17 @@ func searchCheckpoint(ctx context.Context, role string, start, end, step int64,
 			}
 		}
 		s.entries = append(mine, s.entries...)
-		cp, at, found, err := newestCheckpoint(role, s.entries)
-		if err != nil {
-			return s, err
-		}
-		if found {
-			s.cp, s.at, s.found = cp, at, true
+		if parts, at, found := newestCheckpoint(role, s.entries); found {
+			// Only the records after the checkpoint count from here: the
+			// ones before it, and what they hold, are let go before the
+			// checkpoint is decoded.
+			i, _ := slices.BinarySearchFunc(s.entries, at+1, func(e Entry, o int64) int { return cmp.Compare(e.Offset, o) })
+			s.entries = slices.Clone(s.entries[i:])
+			cp, ids, err := assembleCheckpoint(role, parts)
+			if err != nil {
+				return s, fmt.Errorf("dispatch: checkpoint ending at offset %d: %w", at, err)
+			}
+			s.cp, s.ids, s.at, s.found = cp, ids, at, true
 			return s, nil
 		}
 		hi = lo
@@ -107,15 +132,16 @@ func searchCheckpoint(ctx context.Context, role string, start, end, step int64,
 }
 
 // newestCheckpoint finds the newest complete checkpoint of role among
-// entries, given in offset order, and returns it with the offset of its
-// last part. The parts of one checkpoint share a token and a sequence and
-// were written in one transaction, so they are all committed or none, and
-// no record of the role lies between them; a checkpoint whose first parts
-// lie before entries is not found, and the caller reads further back. A
-// checkpoint whose parts are all there and do not decode is an error: a
-// leader must not act on part of its log.
-func newestCheckpoint(role string, entries []Entry) (cp Checkpoint, at int64, found bool, err error) {
-	var parts []CheckpointPart
+// entries, given in offset order, and returns its parts and the offset of
+// its last part. The parts of one checkpoint share a token and a sequence
+// and were written in one transaction, so they are all committed or none,
+// and no record of the role lies between them; a checkpoint whose first
+// parts lie before entries is not found, and the caller reads further back.
+// It takes the parts out of their entries, so that the caller holds them
+// only as long as it decodes them: a checkpoint whose parts are all there
+// and do not decode is an error, since a leader must not act on part of its
+// log.
+func newestCheckpoint(role string, entries []Entry) (parts []CheckpointPart, at int64, found bool) {
 	var last *Entry
 	for i := len(entries) - 1; i >= 0; i-- {
 		e := &entries[i]
@@ -130,27 +156,56 @@ func newestCheckpoint(role string, entries []Entry) (cp Checkpoint, at int64, fo
 		}
 		parts = append(parts, p)
 		if len(parts) == p.Parts {
-			// The dispatcher's load refuses a hash held twice.
-			cp, err := assembleCheckpoint(role, parts, false)
-			if err != nil {
-				return Checkpoint{}, 0, false, fmt.Errorf("dispatch: checkpoint ending at offset %d: %w", last.Offset, err)
+			at := last.Offset
+			for j := i; j < len(entries); j++ {
+				if entries[j].Kind == EntryCheckpoint && entries[j].Offset <= at {
+					entries[j].Checkpoint = nil
+				}
 			}
-			return cp, last.Offset, true, nil
+			return parts, at, true
 		}
 	}
-	return Checkpoint{}, 0, false, nil
+	return nil, 0, false
 }
 
-// readRange reads the log partition between two offsets, trying again as
-// readLog does.
-func (d *Dispatcher) readRange(ctx context.Context, from, to int64) ([]Entry, error) {
+// roleRangeReader is a LogRangeReader that reads the records of one role
+// alone, without decoding those of the other roles that share the
+// partition; [KafkaLogReader] is one.
+type roleRangeReader interface {
+	readRoleRange(ctx context.Context, partition coordination.TopicPartition, rng LogRange, role string) ([]Entry, int, error)
+}
+
+// rangeReader reads the records of a role between two offsets of its log
+// partition, and counts the records of every role it read.
+type rangeReader func(ctx context.Context, from, to int64) (entries []Entry, read int, err error)
+
+// roleRange returns the rangeReader of role over reader: the role's records
+// alone when the reader can tell them apart without decoding the rest, all
+// the records it read otherwise.
+func roleRange(reader LogRangeReader, tp coordination.TopicPartition, role string) rangeReader {
+	return func(ctx context.Context, from, to int64) ([]Entry, int, error) {
+		rng := LogRange{From: from, Until: to}
+		if rr, ok := reader.(roleRangeReader); ok {
+			return rr.readRoleRange(ctx, tp, rng, role)
+		}
+		entries, err := reader.ReadRange(ctx, tp, rng)
+		return entries, len(entries), err
+	}
+}
+
+// readRange reads the role's records of the log partition between two
+// offsets, trying again as readLog does, and counts the records of every
+// role it read.
+func (d *Dispatcher) readRange(ctx context.Context, from, to int64) ([]Entry, int, error) {
 	var entries []Entry
+	var read int
+	rr := roleRange(d.ranger, d.logTP, d.role)
 	err := d.retryRead(ctx, func() error {
 		var err error
-		entries, err = d.ranger.ReadRange(ctx, d.logTP, LogRange{From: from, Until: to})
+		entries, read, err = rr(ctx, from, to)
 		return err
 	})
-	return entries, err
+	return entries, read, err
 }
 
 // retryRead runs read until it succeeds, fails for good (a record that does

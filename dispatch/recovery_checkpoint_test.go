@@ -355,7 +355,7 @@ func TestRecoveryFromCheckpointEqualsFullLog(t *testing.T) {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
 		f := newFolder(propRole, requests)
-		f.seed(decoded)
+		f.seed(decoded, blocksOf(toCompacts(decoded.IDs)))
 		for i := cut; i < len(entries); i++ {
 			f.apply(&entries[i])
 		}
@@ -393,15 +393,15 @@ func sameState(t *testing.T, name string, full, got recovered) {
 	for _, c := range got.order {
 		byID[c.cmd.ID] = c
 	}
-	ids := map[uint64]CheckpointID{}
-	for _, id := range got.ids {
-		ids[id.Hash] = id
+	ids := map[uint64]compactID{}
+	for _, id := range flat(got.ids) {
+		ids[id.hash] = id
 	}
 	for _, c := range full.order {
 		g, ok := byID[c.cmd.ID]
 		if !ok {
 			id, held := ids[IDHash(c.cmd.ID)]
-			if c.phase != phaseTerminal || !held || id.First != c.first || id.Outcome != c.outcomeAt {
+			if c.phase != phaseTerminal || !held || id.first != c.first || id.outcome != c.outcomeAt {
 				t.Fatalf("%s: command %q (phase %d, offsets %d %d) is missing from the checkpoint's state (compact %+v %t)",
 					name, c.cmd.ID, c.phase, c.first, c.outcomeAt, id, held)
 			}
@@ -423,7 +423,16 @@ func sameState(t *testing.T, name string, full, got recovered) {
 	}
 }
 
-// sortIDs orders compact IDs by their First offset.
+// sortIDs orders compact IDs by their hash, as a checkpoint holds them.
 func sortIDs(ids []CheckpointID) {
-	slices.SortFunc(ids, func(a, b CheckpointID) int { return cmp.Compare(a.First, b.First) })
+	slices.SortFunc(ids, func(a, b CheckpointID) int { return cmp.Compare(a.Hash, b.Hash) })
+}
+
+// toCompacts returns ids as the dispatcher holds them.
+func toCompacts(ids []CheckpointID) []compactID {
+	out := make([]compactID, len(ids))
+	for i, id := range ids {
+		out[i] = toCompact(id)
+	}
+	return out
 }

@@ -222,6 +222,10 @@ func traceHeaders(span trace.SpanContext) []coordination.Header {
 	return headers
 }
 
+// traceparentHeader is the header of the W3C trace context: without it,
+// record headers carry no trace context.
+const traceparentHeader = "traceparent"
+
 // traceFromHeaders returns the W3C trace context that record headers carry,
 // or the zero SpanContext.
 func traceFromHeaders(headers []coordination.Header) trace.SpanContext {

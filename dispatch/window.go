@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"time"
 )
 
@@ -44,13 +45,65 @@ func (e *OutsideWindowError) Unwrap() error { return ErrOutsideDedupWindow }
 // hold the same hash; a command whose hash is taken stays whole in the
 // dispatcher's command map instead.
 //
-// The IDs live in a slice sorted by hash, searched by bisection, and a small
-// map of the latest additions that is merged into the slice when it grows,
-// so that a million IDs cost a slice of a million entries and no map of that
-// size.
+// The IDs live in blocks of at most windowBlock IDs, sorted by hash and
+// searched by bisection, and a small map of the latest additions that is
+// merged into the blocks when it grows, so that a million IDs cost their 32
+// MB and no map of that size. A merge replaces the blocks it adds to and
+// leaves the others as they are: it never holds a second copy of the whole
+// window, as growing one slice of a million IDs would. A checkpoint encodes
+// the blocks as they are, in hash order, outside the dispatcher's lock: a
+// merge changes no block, and while shared is set an eviction changes
+// copies of the blocks instead of the blocks.
 type idWindow struct {
-	sorted []compactID
+	blocks idBlocks
+	firsts []uint64 // the first hash of each block
+	n      int      // the IDs the blocks hold
 	recent map[uint64]compactID
+	shared bool
+}
+
+// windowBlock is the most IDs one block of the window holds: 128 KiB.
+const windowBlock = 4096
+
+// idBlocks are compact IDs in blocks, every one sorted by hash and not
+// empty, each block's hashes below the next one's.
+type idBlocks [][]compactID
+
+// count returns how many IDs the blocks hold.
+func (b idBlocks) count() int {
+	n := 0
+	for _, blk := range b {
+		n += len(blk)
+	}
+	return n
+}
+
+// find returns the ID with hash h.
+func (b idBlocks) find(h uint64) (compactID, bool) {
+	// The block that holds h, if any, is the last one that starts at or
+	// below it.
+	k := sort.Search(len(b), func(k int) bool { return b[k][0].hash > h })
+	if k == 0 {
+		return compactID{}, false
+	}
+	blk := b[k-1]
+	i, ok := slices.BinarySearchFunc(blk, h, func(id compactID, h uint64) int { return cmp.Compare(id.hash, h) })
+	if !ok {
+		return compactID{}, false
+	}
+	return blk[i], true
+}
+
+// blocksOf returns the blocks of ids, sorted by hash: new blocks of at most
+// windowBlock IDs, copied out of ids.
+func blocksOf(ids []compactID) idBlocks {
+	var out idBlocks
+	for len(ids) > 0 {
+		n := min(len(ids), windowBlock)
+		out = append(out, slices.Clone(ids[:n]))
+		ids = ids[n:]
+	}
+	return out
 }
 
 // compactID is the in-memory form of a CheckpointID.
@@ -71,16 +124,26 @@ func (c compactID) checkpointID() CheckpointID {
 func newIDWindow() *idWindow { return &idWindow{recent: make(map[uint64]compactID)} }
 
 // len returns how many IDs the window holds.
-func (w *idWindow) len() int { return len(w.sorted) + len(w.recent) }
+func (w *idWindow) len() int { return w.n + len(w.recent) }
 
 // find returns the compact ID with hash h.
 func (w *idWindow) find(h uint64) (CheckpointID, bool) {
 	if id, ok := w.recent[h]; ok {
 		return id.checkpointID(), true
 	}
-	i, ok := slices.BinarySearchFunc(w.sorted, h, func(id compactID, h uint64) int { return cmp.Compare(id.hash, h) })
+	// The block that holds h, if any, is the last one that starts at or
+	// below it.
+	b, at := slices.BinarySearch(w.firsts, h)
+	if !at {
+		if b == 0 {
+			return CheckpointID{}, false
+		}
+		b--
+	}
+	blk := w.blocks[b]
+	i, ok := slices.BinarySearchFunc(blk, h, func(id compactID, h uint64) int { return cmp.Compare(id.hash, h) })
 	if ok {
-		return w.sorted[i].checkpointID(), true
+		return blk[i].checkpointID(), true
 	}
 	return CheckpointID{}, false
 }
@@ -91,34 +154,48 @@ func (w *idWindow) add(id CheckpointID) bool {
 		return false
 	}
 	w.recent[id.Hash] = toCompact(id)
-	if len(w.recent) >= max(1024, len(w.sorted)/8) {
+	if len(w.recent) >= max(1024, w.n/8) {
 		w.merge()
 	}
 	return true
 }
 
-// errHashTwice reports a checkpoint whose compact IDs hold one hash twice.
-var errHashTwice = errors.New("dispatch: a checkpoint holds one ID hash twice")
+// errHashTwice reports compact IDs to load that hold one hash twice or are
+// out of hash order.
+var errHashTwice = errors.New("dispatch: compact IDs hold one hash twice or are out of hash order")
 
-// load holds ids, every one submitted at or after cutoff, in an empty
-// window at once. It refuses ids that hold one hash twice, which no
-// checkpoint that decodes does.
-func (w *idWindow) load(ids []CheckpointID, cutoff time.Time) error {
-	sorted := make([]compactID, 0, len(ids))
-	for _, id := range ids {
-		if !id.SubmittedAt.Before(cutoff) {
-			sorted = append(sorted, toCompact(id))
+// load holds blocks, in hash order, in an empty window at once, but for the
+// IDs submitted before cutoff. It takes the blocks over, and refuses blocks
+// out of order, empty, or with one hash twice, which no checkpoint that
+// decodes holds.
+func (w *idWindow) load(blocks idBlocks, cutoff time.Time) error {
+	prev := compactID{}
+	for b, blk := range blocks {
+		if len(blk) == 0 {
+			return fmt.Errorf("%w: block %d is empty", errHashTwice, b)
+		}
+		for i, id := range blk {
+			if (b > 0 || i > 0) && id.hash <= prev.hash {
+				return fmt.Errorf("%w: %016x after %016x", errHashTwice, id.hash, prev.hash)
+			}
+			prev = id
 		}
 	}
-	sortByHash(sorted)
-	for i := 1; i < len(sorted); i++ {
-		if sorted[i].hash == sorted[i-1].hash {
-			return fmt.Errorf("%w: %016x", errHashTwice, sorted[i].hash)
-		}
-	}
-	w.sorted = sorted
+	w.blocks, w.shared = blocks, false
 	clear(w.recent)
+	w.evict(cutoff)
+	w.index()
 	return nil
+}
+
+// index counts the IDs of the blocks and notes where each block starts.
+func (w *idWindow) index() {
+	w.firsts = w.firsts[:0]
+	w.n = 0
+	for _, blk := range w.blocks {
+		w.firsts = append(w.firsts, blk[0].hash)
+		w.n += len(blk)
+	}
 }
 
 // sortByHash sorts ids by hash.
@@ -154,7 +231,9 @@ func radixSort[T any](s []T, key func(T) uint64) {
 	// An even number of passes ends in s itself.
 }
 
-// merge moves the recent additions into the sorted slice.
+// merge moves the recent additions into the blocks. Each block that gets
+// additions is replaced by one new block of its IDs and theirs, or by
+// several when they come to more than windowBlock; the other blocks stay.
 func (w *idWindow) merge() {
 	if len(w.recent) == 0 {
 		return
@@ -164,24 +243,65 @@ func (w *idWindow) merge() {
 		add = append(add, id)
 	}
 	slices.SortFunc(add, func(a, b compactID) int { return cmp.Compare(a.hash, b.hash) })
-	// Merge from the back into the grown slice, so that a merge copies no
-	// more than it moves and allocates only when the slice must grow.
-	n := len(w.sorted)
-	w.sorted = slices.Grow(w.sorted, len(add))[:n+len(add)]
-	i, j := n-1, len(add)-1
-	for k := len(w.sorted) - 1; j >= 0; k-- {
-		if i >= 0 && w.sorted[i].hash > add[j].hash {
-			w.sorted[k] = w.sorted[i]
-			i--
-		} else {
-			w.sorted[k] = add[j]
-			j--
-		}
-	}
 	clear(w.recent)
+	if len(w.blocks) == 0 {
+		w.blocks = blocksOf(add)
+		w.index()
+		return
+	}
+	out := make(idBlocks, 0, len(w.blocks)+len(add)/windowBlock+1)
+	for b, blk := range w.blocks {
+		// The additions below the next block's first hash go in this one;
+		// those below the first block's go in the first.
+		k := len(add)
+		if b+1 < len(w.blocks) {
+			k, _ = slices.BinarySearchFunc(add, w.blocks[b+1][0].hash, func(id compactID, h uint64) int { return cmp.Compare(id.hash, h) })
+		}
+		if k == 0 {
+			out = append(out, blk)
+			continue
+		}
+		out = append(out, mergeBlock(blk, add[:k])...)
+		add = add[k:]
+		// The old block goes now, not with the whole list, unless a
+		// checkpoint reads it.
+		w.blocks[b] = nil
+	}
+	w.blocks = out
+	w.index()
 }
 
-// evict drops every ID submitted before cutoff and returns how many.
+// mergeBlock returns the IDs of blk and add, both sorted by hash, in new
+// blocks of at most windowBlock IDs and as even as they can be.
+func mergeBlock(blk, add []compactID) idBlocks {
+	total := len(blk) + len(add)
+	pieces := (total + windowBlock - 1) / windowBlock
+	out := make(idBlocks, pieces)
+	i, j := 0, 0
+	for p := range out {
+		size := total / pieces
+		if p < total%pieces {
+			size++
+		}
+		cur := make([]compactID, size)
+		for k := range cur {
+			if j >= len(add) || (i < len(blk) && blk[i].hash < add[j].hash) {
+				cur[k] = blk[i]
+				i++
+			} else {
+				cur[k] = add[j]
+				j++
+			}
+		}
+		out[p] = cur
+	}
+	return out
+}
+
+// evict drops every ID submitted before cutoff and returns how many. A
+// block it drops IDs from is filtered in place, or into a copy while the
+// blocks are shared; a block left empty goes, and blocks left small are
+// joined again.
 func (w *idWindow) evict(cutoff time.Time) int {
 	limit := cutoff.UnixMilli()
 	n := 0
@@ -191,32 +311,60 @@ func (w *idWindow) evict(cutoff time.Time) int {
 			n++
 		}
 	}
-	kept := w.sorted[:0]
-	for _, id := range w.sorted {
-		if id.submitted < limit {
-			n++
-			continue
-		}
-		kept = append(kept, id)
+	kept := w.blocks[:0]
+	if w.shared {
+		kept = make(idBlocks, 0, len(w.blocks))
 	}
-	w.sorted = kept
-	if cap(w.sorted) > 2*len(w.sorted)+1024 {
-		w.sorted = slices.Clone(w.sorted)
+	for _, blk := range w.blocks {
+		old := 0
+		for _, id := range blk {
+			if id.submitted < limit {
+				old++
+			}
+		}
+		switch {
+		case old == len(blk):
+			n += old
+			continue
+		case old > 0:
+			n += old
+			dst := blk[:0]
+			if w.shared || cap(blk) > 2*(len(blk)-old)+64 {
+				dst = make([]compactID, 0, len(blk)-old)
+			}
+			for _, id := range blk {
+				if id.submitted >= limit {
+					dst = append(dst, id)
+				}
+			}
+			blk = dst
+		}
+		kept = append(kept, blk)
+	}
+	clear(w.blocks[len(kept):cap(w.blocks)])
+	w.blocks, w.shared = kept, false
+	w.index()
+	// Blocks thinned by evictions are joined again once they are more
+	// than twice as many as full blocks would be.
+	if len(w.blocks) > 2*((w.n+windowBlock-1)/windowBlock)+1 {
+		var all []compactID
+		for _, blk := range w.blocks {
+			all = append(all, blk...)
+		}
+		w.blocks = blocksOf(all)
+		w.index()
 	}
 	return n
 }
 
-// snapshot returns a copy of every ID, in no order.
-func (w *idWindow) snapshot() []compactID {
-	out := make([]compactID, 0, w.len())
-	out = append(out, w.sorted...)
-	for _, id := range w.recent {
-		out = append(out, id)
-	}
-	return out
+// share returns every ID in hash order, for a checkpoint to encode outside
+// the dispatcher's lock: it merges the recent additions and hands over the
+// blocks themselves, which the window does not change until release.
+func (w *idWindow) share() idBlocks {
+	w.merge()
+	w.shared = true
+	return slices.Clone(w.blocks)
 }
 
-// sortByFirst sorts ids by their first offset, as a checkpoint holds them.
-func sortByFirst(ids []compactID) {
-	radixSort(ids, func(id compactID) uint64 { return uint64(id.first) })
-}
+// release ends a share: the blocks shared are the window's to change again.
+func (w *idWindow) release() { w.shared = false }

@@ -193,6 +193,19 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	}
 	defer stopHTTP()
 
+	// The collector's percentage follows the live heap while the member
+	// runs (see tuneGC).
+	gcCtx, stopGC := context.WithCancel(ctx)
+	gcDone := make(chan struct{})
+	go func() {
+		defer close(gcDone)
+		tuneGC(gcCtx)
+	}()
+	defer func() {
+		stopGC()
+		<-gcDone
+	}()
+
 	logger.Info("member started", "brokers", cfg.Kafka.Brokers, "devices", registry.Names(), "lease", cfg.Lease.Duration)
 	if !o.awaitCluster(ctx, kopts, logger) {
 		logger.Info("member stopped")
