@@ -260,7 +260,8 @@
 // field are all format errors ([LogFormatError]); a decoder checks each length
 // against the bytes that remain before it allocates, so no record makes it
 // allocate more than its own size. Version 0 is the only version of each
-// layout today; a reader rejects any other.
+// layout today but the checkpoint state's, which has two (below); a reader
+// rejects any version it does not know.
 //
 // The key of every log record:
 //
