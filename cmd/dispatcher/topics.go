@@ -271,8 +271,11 @@ func (o *TopicsOptions) reconcile(ctx context.Context, adm *kadm.Client, s topic
 // missingGrace is how long a topic that a broker does not show is asked
 // about again before it counts as missing: a broker learns of a topic that
 // the controller created a moment after another broker did, so a topic that
-// one process just created may not show yet to the next.
-const missingGrace = 3 * time.Second
+// one process just created may not show yet to the next. A broker that has
+// just restarted replays the cluster's metadata first, which on a loaded
+// machine has taken more than three seconds; only a topic that is really
+// missing pays the whole grace.
+const missingGrace = 10 * time.Second
 
 // listTopics describes the topics, asking again for up to grace while any of
 // them is unknown to the broker that answered.
