@@ -104,6 +104,10 @@ type Dispatcher struct {
 	halted   bool
 	commands map[string]*command
 	lanes    map[string]*lane
+	// pending counts the commands in a pending phase; pendingRoom, when
+	// set, is closed once it falls below the bound (see WithMaxPending).
+	pending     int
+	pendingRoom chan struct{}
 
 	// ranger is the log reader's LogRangeReader, or nil; with it settled
 	// commands are held as compact IDs in ids, and checkpoints are written.
@@ -337,6 +341,10 @@ func (d *Dispatcher) stop(cause error) {
 	d.halted = true
 	d.halt(cause)
 	d.commits.stop()
+	if d.pendingRoom != nil {
+		close(d.pendingRoom)
+		d.pendingRoom = nil
+	}
 }
 
 // Submit records cmd in the command log and waits for its outcome: the

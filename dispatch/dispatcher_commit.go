@@ -24,19 +24,52 @@ func (d *Dispatcher) waitRoom(ctx context.Context) error {
 		if !full {
 			break
 		}
-		d.mu.Unlock()
-		select {
-		case <-room:
-		case <-ctx.Done():
-			d.mu.Lock()
-			return ctx.Err()
+		if err := d.waitUnlocked(ctx, room); err != nil {
+			return err
 		}
-		d.mu.Lock()
 	}
 	if d.halted {
 		return ErrHalted
 	}
 	return nil
+}
+
+// waitUnlocked releases d.mu until room closes or ctx ends, and takes it
+// again. The caller holds d.mu.
+func (d *Dispatcher) waitUnlocked(ctx context.Context, room <-chan struct{}) error {
+	d.mu.Unlock()
+	defer d.mu.Lock()
+	select {
+	case <-room:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// pendingFull reports whether the pending commands are at their bound, and
+// returns a channel that closes when they fall below it or the dispatcher
+// halts. The caller holds d.mu.
+func (d *Dispatcher) pendingFull() (room <-chan struct{}, full bool) {
+	if d.pending < d.cfg.maxPending || d.halted {
+		return nil, false
+	}
+	if d.pendingRoom == nil {
+		d.pendingRoom = make(chan struct{})
+	}
+	return d.pendingRoom, true
+}
+
+// addPending adds n to the pending commands and their gauge, and releases
+// the waiters of pendingFull once they fall below the bound. The caller
+// holds d.mu.
+func (d *Dispatcher) addPending(n int) {
+	d.pending += n
+	d.tel.pendingDelta(int64(n))
+	if d.pendingRoom != nil && d.pending < d.cfg.maxPending {
+		close(d.pendingRoom)
+		d.pendingRoom = nil
+	}
 }
 
 // accept registers cmd, a valid command, and queues its records. A command
@@ -92,33 +125,43 @@ func (d *Dispatcher) accept(ctx context.Context, cmd Command, span trace.SpanCon
 func (d *Dispatcher) acceptHeld(ctx context.Context, cmd Command, span trace.SpanContext, mark *item, other int64, issued *item, encErr error) (*command, *CheckpointID, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.waitRoom(ctx); err != nil {
-		return nil, nil, err
-	}
-	if c, ok := d.commands[cmd.ID]; ok {
-		if err := conflict(c, cmd); err != nil {
+	for {
+		if err := d.waitRoom(ctx); err != nil {
 			return nil, nil, err
 		}
-		if mark != nil {
-			d.commits.enqueue(mark)
+		if c, ok := d.commands[cmd.ID]; ok {
+			if err := conflict(c, cmd); err != nil {
+				return nil, nil, err
+			}
+			if mark != nil {
+				d.commits.enqueue(mark)
+			}
+			return c, nil, nil
 		}
-		return c, nil, nil
-	}
-	if hit, ok := d.ids.find(IDHash(cmd.ID)); ok && hit.First != other {
-		return nil, &hit, nil
-	}
-	if err := d.outsideWindow(cmd, d.now()); err != nil {
-		if mark == nil {
-			return nil, nil, err
+		if hit, ok := d.ids.find(IDHash(cmd.ID)); ok && hit.First != other {
+			return nil, &hit, nil
 		}
-		c, err := d.rejectOutside(cmd, err, mark)
+		if err := d.outsideWindow(cmd, d.now()); err != nil {
+			if mark == nil {
+				return nil, nil, err
+			}
+			c, err := d.rejectOutside(cmd, err, mark)
+			return c, nil, err
+		}
+		if encErr != nil {
+			return nil, nil, encErr
+		}
+		// A new command waits for a pending one to settle; d.mu is let go
+		// meanwhile, so everything above is asked again.
+		if room, full := d.pendingFull(); full {
+			if err := d.waitUnlocked(ctx, room); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		c, err := d.acceptNew(cmd, span, mark, issued)
 		return c, nil, err
 	}
-	if encErr != nil {
-		return nil, nil, encErr
-	}
-	c, err := d.acceptNew(cmd, span, mark, issued)
-	return c, nil, err
 }
 
 // rejectOutside records a request outside the dedup window as rejected,
@@ -133,7 +176,7 @@ func (d *Dispatcher) rejectOutside(cmd Command, reason error, mark *item) (*comm
 	it.counted = true
 	it.intake, it.intakeNext = true, mark.intakeNext
 	d.commands[cmd.ID] = c
-	d.tel.pendingDelta(1)
+	d.addPending(1)
 	d.commits.enqueue(it)
 	return c, nil
 }
@@ -181,7 +224,7 @@ func (d *Dispatcher) acceptNew(cmd Command, span trace.SpanContext, mark *item, 
 		items = append(items, out)
 	}
 	d.commands[cmd.ID] = c
-	d.tel.pendingDelta(1)
+	d.addPending(1)
 	d.commits.enqueue(items...)
 	return c, nil
 }
@@ -264,7 +307,7 @@ func (d *Dispatcher) setPhase(c *command, p phase) {
 // phaseMoved keeps the gauges of a command that moved from phase was to p.
 // The caller holds d.mu.
 func (d *Dispatcher) phaseMoved(was, p phase) {
-	pendingOf := func(p phase) int64 {
+	pendingOf := func(p phase) int {
 		if p.pending() {
 			return 1
 		}
@@ -276,7 +319,7 @@ func (d *Dispatcher) phaseMoved(was, p phase) {
 		}
 		return 0
 	}
-	d.tel.pendingDelta(pendingOf(p) - pendingOf(was))
+	d.addPending(pendingOf(p) - pendingOf(was))
 	d.tel.inDoubtDelta(inDoubtOf(p) - inDoubtOf(was))
 }
 

@@ -96,6 +96,15 @@ const (
 	// Change it with [WithMaxQueued].
 	DefaultMaxQueued = 10000
 
+	// DefaultMaxPending is the default bound on the commands accepted and
+	// not yet settled: issued, queued for their device, or waiting for their
+	// outcome to commit. Submit and intake wait while it is reached, so a
+	// backlog in the requests topic stays in Kafka instead of in memory
+	// when the devices are slower than intake; a pending command takes some
+	// 700 bytes of heap, so the default bounds them at some 25 MiB. Change
+	// it with [WithMaxPending].
+	DefaultMaxPending = 32768
+
 	// DefaultMaxParallelDevices is the default bound on the devices that the
 	// dispatcher drives at once. Change it with [WithMaxParallelDevices].
 	DefaultMaxParallelDevices = 64
@@ -167,6 +176,7 @@ type config struct {
 	outcomeLinger      time.Duration
 	onCommitted        func([]CommittedRecord)
 	maxQueued          int
+	maxPending         int
 	maxParallelDevices int
 	maxAttempts        int
 	retryBackoff       time.Duration
@@ -194,6 +204,7 @@ func newConfig(options []Option) (*config, error) {
 		commitGap:          DefaultCommitGap,
 		outcomeLinger:      DefaultOutcomeLinger,
 		maxQueued:          DefaultMaxQueued,
+		maxPending:         DefaultMaxPending,
 		maxParallelDevices: DefaultMaxParallelDevices,
 		maxAttempts:        DefaultMaxAttempts,
 		retryBackoff:       DefaultRetryBackoff,
@@ -395,6 +406,21 @@ func WithMaxQueued(n int) Option {
 			return err
 		}
 		c.maxQueued = n
+		return nil
+	}
+}
+
+// WithMaxPending bounds the commands accepted and not yet settled,
+// overriding [DefaultMaxPending]. A new command waits in Submit, and intake
+// stops reading the requests topic, while the bound is reached; a command
+// whose ID the dispatcher holds, a rejection and an outcome never wait for
+// it. Commands in doubt do not count: an operator settles them.
+func WithMaxPending(n int) Option {
+	return func(c *config) error {
+		if err := positive("max pending", n); err != nil {
+			return err
+		}
+		c.maxPending = n
 		return nil
 	}
 }

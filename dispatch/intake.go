@@ -163,7 +163,7 @@ func (d *Dispatcher) rejectAtIntake(cmd Command, reason error, mark *item) error
 	it.counted = true
 	it.intake, it.intakeNext = true, mark.intakeNext
 	d.commands[cmd.ID] = c
-	d.tel.pendingDelta(1)
+	d.addPending(1)
 	d.commits.enqueue(it)
 	return nil
 }

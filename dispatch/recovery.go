@@ -65,7 +65,7 @@ func (d *Dispatcher) recover(ctx context.Context) error {
 	for _, c := range state.order {
 		switch {
 		case c.phase.pending():
-			d.tel.pendingDelta(1)
+			d.addPending(1)
 		case c.phase == phaseInDoubt:
 			d.tel.inDoubtDelta(1)
 		case c.phase == phaseTerminal:

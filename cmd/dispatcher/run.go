@@ -284,6 +284,7 @@ func dispatchOptions(c *config.Config, requests dispatch.RequestSource, tel *tel
 		dispatch.WithRequestSource(requests),
 		dispatch.WithSafetyMargin(c.Dispatch.SafetyMargin),
 		dispatch.WithDedupWindow(c.Dispatch.DedupWindow),
+		dispatch.WithMaxPending(c.Dispatch.MaxPending),
 		dispatch.WithMeterProvider(tel.meters),
 		dispatch.WithTracerProvider(tel.tracers),
 		dispatch.WithLogger(logger),

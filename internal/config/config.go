@@ -48,6 +48,10 @@ const (
 	// from each command's SubmittedAt.
 	DefaultDedupWindow = dispatch.DefaultDedupWindow
 
+	// DefaultMaxPending bounds the commands a leader holds accepted and not
+	// yet settled.
+	DefaultMaxPending = dispatch.DefaultMaxPending
+
 	// DefaultHealthInterval is the gap between two health checks of the
 	// devices.
 	DefaultHealthInterval = 10 * time.Second
@@ -318,6 +322,12 @@ type Dispatch struct {
 	// DefaultDedupWindow when zero. See dispatch.WithDedupWindow.
 	DedupWindow time.Duration `yaml:"dedup_window" json:"dedup_window"`
 
+	// MaxPending bounds the commands accepted and not yet settled; a new
+	// submission waits, and intake stops reading the requests topic, while
+	// it is reached. DefaultMaxPending when zero. See
+	// dispatch.WithMaxPending.
+	MaxPending int `yaml:"max_pending" json:"max_pending"`
+
 	// ShutdownTimeout bounds how long a stopping dispatcher lets in-flight
 	// commands finish before it cancels them; DefaultShutdownTimeout when
 	// zero.
@@ -375,6 +385,7 @@ func (c *Config) Complete() {
 	setString(&c.HTTP.Listen, DefaultHTTPListen)
 	setDuration(&c.Dispatch.SafetyMargin, DefaultSafetyMargin)
 	setDuration(&c.Dispatch.DedupWindow, DefaultDedupWindow)
+	setInt(&c.Dispatch.MaxPending, DefaultMaxPending)
 	setDuration(&c.Dispatch.ShutdownTimeout, DefaultShutdownTimeout)
 	setDuration(&c.Dispatch.HealthInterval, DefaultHealthInterval)
 	setDuration(&c.Dispatch.HealthTimeout, DefaultHealthTimeout)

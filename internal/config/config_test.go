@@ -39,7 +39,7 @@ func TestLoadValid(t *testing.T) {
 	if c.Kafka.ClientID != "node-1" || c.Kafka.DialTimeout != DefaultDialTimeout {
 		t.Errorf("kafka = %+v", c.Kafka)
 	}
-	if c.Dispatch.SafetyMargin != DefaultSafetyMargin || c.Dispatch.ShutdownTimeout != DefaultShutdownTimeout {
+	if c.Dispatch.SafetyMargin != DefaultSafetyMargin || c.Dispatch.ShutdownTimeout != DefaultShutdownTimeout || c.Dispatch.MaxPending != DefaultMaxPending {
 		t.Errorf("dispatch = %+v", c.Dispatch)
 	}
 	if len(c.Devices) != 2 || c.Devices[0].Type != DeviceMQTT || c.Devices[1].Type != DeviceModbus {

@@ -218,6 +218,9 @@ func (d *Dispatch) validate(v *validator, lease time.Duration) {
 	}
 	positive(v, "dispatch.shutdown_timeout", d.ShutdownTimeout)
 	positive(v, "dispatch.dedup_window", d.DedupWindow)
+	if d.MaxPending <= 0 {
+		v.add("dispatch.max_pending", strconv.Itoa(d.MaxPending), "want a count of commands above 0")
+	}
 	if positive(v, "dispatch.health_interval", d.HealthInterval) && positive(v, "dispatch.health_timeout", d.HealthTimeout) &&
 		d.HealthTimeout > d.HealthInterval {
 		v.add("dispatch.health_timeout", d.HealthTimeout.String(), "must not exceed dispatch.health_interval (%s)", d.HealthInterval)
