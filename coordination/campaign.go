@@ -31,6 +31,11 @@ type campaign struct {
 	registered     bool  // an Append of the registration succeeded
 	lastRegistered int64 // the instant of the last registration, on the clock
 	lastOffset     int64 // the highest offset of the partition seen so far
+
+	// clearedOffset is the offset of the lease tombstone that cleared the
+	// role's lease, as the last read showed it, or -1; clearedAt is the
+	// instant of the first read that showed it (see staggerCleared).
+	clearedOffset, clearedAt int64
 }
 
 // run registers and waits for the turn of the member. It returns the
@@ -63,7 +68,8 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 		if partial {
 			state = c.assumeRegistered(state)
 		}
-		decision := Evaluate(state, c.member, now, c.settings.lease)
+		clearedAt, cleared := c.clearedLease(records, now)
+		decision := c.staggerCleared(state, clearedAt, cleared, now, Evaluate(state, c.member, now, c.settings.lease))
 		if decision.Action == ActionHold {
 			// A live lease names this member, but this call holds no epoch:
 			// the lease is another incarnation's, which may be paused rather
@@ -120,6 +126,54 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 			}
 		}
 	}
+}
+
+// clearedLease returns the instant of the first read that showed the lease
+// tombstone which clears the role's lease in records, and false when the
+// last lease record is not a tombstone. now is the instant taken before the
+// read.
+func (c *campaign) clearedLease(records []StateRecord, now int64) (int64, bool) {
+	offset := int64(-1)
+	tombstone := false
+	for _, record := range records {
+		key, err := DecodeKey(record.Key)
+		if err != nil || key.Kind != KindLease || key.Role != c.role || record.Offset < offset {
+			continue
+		}
+		offset, tombstone = record.Offset, IsTombstone(record.Value)
+	}
+	if !tombstone {
+		c.clearedOffset = -1
+		return 0, false
+	}
+	if offset != c.clearedOffset {
+		c.clearedOffset, c.clearedAt = offset, now
+	}
+	return c.clearedAt, true
+}
+
+// staggerCleared keeps the challenge stagger between the standbys after a
+// resignation. With no lease, rule 3 of [Evaluate] anchors each member on its
+// own registration instant, which is long past for every standby that has
+// waited behind a holder: after the holder's tombstone every one of them
+// would challenge at once, the later InitProducerId would fence the first
+// challenger's new leadership, and the role would stand without a leader
+// until the fenced lease ran out. So a standby of rank n that saw the lease
+// cleared waits n staggers after the first read that showed the tombstone,
+// as it would after a deadline; rank 0 still challenges at once. The anchor
+// is the instant of that read, which later evaluations do not move.
+func (c *campaign) staggerCleared(state RoleState, clearedAt int64, cleared bool, now int64, decision Decision) Decision {
+	if !cleared || decision.Action != ActionChallenge || state.Lease != nil {
+		return decision
+	}
+	rank, ok := state.RankOf(c.member)
+	if !ok || rank == 0 {
+		return decision
+	}
+	if at := addMillis(clearedAt, c.settings.lease.ChallengeDelay(rank)); now < at {
+		return Decision{Action: ActionWait, WaitUntil: at}
+	}
+	return decision
 }
 
 // errReadAgain says that a read of the partition gave no view to decide on

@@ -129,6 +129,8 @@ func AcquireLeadership(ctx context.Context, transport Transport, role Role, memb
 		settings:   s,
 		key:        EncodeKey(RegistrationKey(role, member)),
 		lastOffset: -1,
+
+		clearedOffset: -1,
 	}
 	c.waiter, _ = transport.(PartitionWaiter)
 	l, err := c.run(ctx)

@@ -378,3 +378,79 @@ func TestKafkaResignOneTransactionFake(t *testing.T) {
 		}
 	}
 }
+
+// TestResignKeepsStaggerBetweenStandbys checks that the standbys behind a
+// resigned holder keep their order: rank 0 challenges at once, and rank 1,
+// registered long before, waits a stagger rather than challenging beside it
+// and fencing the new leadership.
+func TestResignKeepsStaggerBetweenStandbys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cluster, _, clock, l := holder(t, false)
+		first := startContender(waitingTransport{cluster.transport()}, l.Role(), mustMember(t, "node-2"), testOptions(clock)...)
+		synctest.Wait()
+		second := startContender(waitingTransport{cluster.transport()}, l.Role(), mustMember(t, "node-3"), testOptions(clock)...)
+		synctest.Wait()
+		// Both registrations are long past when the holder resigns.
+		clock.Advance(20 * time.Second)
+		synctest.Wait()
+		acquired := cluster.acquireCount()
+
+		resign(t, l)
+		synctest.Wait()
+		r, ok := first.poll()
+		if !ok || r.err != nil {
+			t.Fatalf("rank 0 after the resignation: done %t, err %v", ok, r.err)
+		}
+		if _, ok := second.poll(); ok {
+			t.Fatal("rank 1 acquired the role beside rank 0")
+		}
+		if got := cluster.acquireCount() - acquired; got != 1 {
+			t.Fatalf("%d epochs minted after the resignation, want rank 0's alone", got)
+		}
+
+		// A stagger later rank 1 finds rank 0's lease and waits for it.
+		clock.Advance(5 * time.Second)
+		synctest.Wait()
+		if got := cluster.acquireCount() - acquired; got != 1 {
+			t.Fatalf("%d epochs minted a stagger after the resignation, want 1: rank 1 challenged a live lease", got)
+		}
+		if err := r.leadership.Err(); err != nil {
+			t.Fatalf("the new leadership ended: %v", err)
+		}
+		resign(t, r.leadership)
+		second.stop(t)
+	})
+}
+
+// TestResignRank1TakesOverWhenRank0IsGone checks that the stagger after a
+// resignation does not strand the role: with rank 0 gone, rank 1 challenges
+// one stagger after it saw the lease cleared.
+func TestResignRank1TakesOverWhenRank0IsGone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cluster, _, clock, l := holder(t, false)
+		// node-2 registers and dies without a tombstone: it keeps rank 0.
+		if err := cluster.transport().Append(context.Background(), l.Partition(), EncodeKey(RegistrationKey(l.Role(), mustMember(t, "node-2"))),
+			EncodeRegistration(Registration{Member: mustMember(t, "node-2"), RegisteredAt: t0})); err != nil {
+			t.Fatal(err)
+		}
+		second := startContender(waitingTransport{cluster.transport()}, l.Role(), mustMember(t, "node-3"), testOptions(clock)...)
+		synctest.Wait()
+		clock.Advance(20 * time.Second)
+		synctest.Wait()
+
+		resign(t, l)
+		synctest.Wait()
+		clock.Advance(5*time.Second - time.Millisecond)
+		synctest.Wait()
+		if _, ok := second.poll(); ok {
+			t.Fatal("rank 1 acquired the role before its stagger")
+		}
+		clock.Advance(time.Millisecond)
+		synctest.Wait()
+		r, ok := second.poll()
+		if !ok || r.err != nil {
+			t.Fatalf("rank 1 a stagger after the resignation: done %t, err %v", ok, r.err)
+		}
+		resign(t, r.leadership)
+	})
+}
