@@ -36,6 +36,7 @@ func (f LogReaderFunc) ReadLog(ctx context.Context, partition coordination.Topic
 // queues commit in the first transactions of the leadership, ahead of any
 // new command.
 func (d *Dispatcher) recover(ctx context.Context) error {
+	began := time.Now()
 	var state recovered
 	var stats RecoveryStats
 	if d.ranger != nil {
@@ -89,14 +90,20 @@ func (d *Dispatcher) recover(ctx context.Context) error {
 		d.cpDue = stats.TailRecords > 0 || stats.RecordsRead >= d.cfg.checkpointInterval/2
 	}
 	wall := time.Now()
+	pending := 0
 	for _, c := range state.order {
 		if !c.phase.pending() {
 			continue
 		}
+		pending++
 		if err := d.takeOver(c, wall); err != nil {
 			return fmt.Errorf("dispatch: recover command %q: %w", c.cmd.ID, err)
 		}
 	}
+	d.cfg.logger.Info("dispatch: recovered the role's log", "role", d.role, "partition", d.logTP,
+		"took", time.Since(began).Round(time.Millisecond), "records_read", stats.RecordsRead,
+		"checkpoint_offset", stats.CheckpointOffset, "tail_records", stats.TailRecords, "end", stats.End,
+		"compact_ids", d.ids.len(), "taken_over", pending, "intake_next", state.intake)
 	return nil
 }
 
