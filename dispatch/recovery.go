@@ -100,7 +100,7 @@ func (d *Dispatcher) recover(ctx context.Context) error {
 			return fmt.Errorf("dispatch: recover command %q: %w", c.cmd.ID, err)
 		}
 	}
-	d.cfg.logger.Info("dispatch: recovered the role's log", "role", d.role, "partition", d.logTP,
+	d.cfg.logger.Info("dispatch: recovered the role's log", "partition", d.logTP,
 		"took", time.Since(began).Round(time.Millisecond), "records_read", stats.RecordsRead,
 		"checkpoint_offset", stats.CheckpointOffset, "tail_records", stats.TailRecords, "end", stats.End,
 		"compact_ids", d.ids.len(), "taken_over", pending, "intake_next", state.intake)
