@@ -47,6 +47,22 @@ func (d *Dispatcher) waitUnlocked(ctx context.Context, room <-chan struct{}) err
 	}
 }
 
+// waitPending releases d.mu until room closes, and takes it again. A
+// command that waited is not taken once intake stopped: it returns
+// ErrIntakeStopped then, and nothing is recorded. The caller holds d.mu.
+func (d *Dispatcher) waitPending(ctx context.Context, room <-chan struct{}) error {
+	d.mu.Unlock()
+	defer d.mu.Lock()
+	stopped := d.gate.context().Done()
+	select {
+	case <-room:
+	case <-stopped:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return d.gate.open()
+}
+
 // pendingFull reports whether the pending commands are at their bound, and
 // returns a channel that closes when they fall below it or the dispatcher
 // halts. The caller holds d.mu.
@@ -154,7 +170,7 @@ func (d *Dispatcher) acceptHeld(ctx context.Context, cmd Command, span trace.Spa
 		// A new command waits for a pending one to settle; d.mu is let go
 		// meanwhile, so everything above is asked again.
 		if room, full := d.pendingFull(); full {
-			if err := d.waitUnlocked(ctx, room); err != nil {
+			if err := d.waitPending(ctx, room); err != nil {
 				return nil, nil, err
 			}
 			continue

@@ -413,8 +413,10 @@ func WithMaxQueued(n int) Option {
 // WithMaxPending bounds the commands accepted and not yet settled,
 // overriding [DefaultMaxPending]. A new command waits in Submit, and intake
 // stops reading the requests topic, while the bound is reached; a command
-// whose ID the dispatcher holds, a rejection and an outcome never wait for
-// it. Commands in doubt do not count: an operator settles them.
+// whose ID the dispatcher holds, a request refused at intake and an outcome
+// never wait for it. Commands in doubt do not count: an operator settles
+// them. A command still waiting when intake stops ([Dispatcher.StopIntake])
+// is not recorded, and Submit returns [ErrIntakeStopped].
 func WithMaxPending(n int) Option {
 	return func(c *config) error {
 		if err := positive("max pending", n); err != nil {

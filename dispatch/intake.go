@@ -123,6 +123,11 @@ func (d *Dispatcher) take(rec RequestRecord) error {
 			"id", cmd.ID, "differs", taken.Differs, "partition", d.requestTP, "offset", rec.Offset, "reason", err)
 		return d.queueMark(mark)
 	}
+	if errors.Is(err, ErrIntakeStopped) {
+		// Intake stopped while the command waited for room: the request
+		// and those after it are the next leader's.
+		return err
+	}
 	if err != nil && !errors.Is(err, ErrHalted) && d.haltCtx.Err() == nil {
 		// The command validated, so only an encoding fault lands here.
 		d.cfg.logger.Warn("dispatch: skipping a request that cannot be recorded", "offset", rec.Offset, "err", err)

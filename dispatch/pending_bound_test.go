@@ -144,3 +144,46 @@ func TestWithMaxPending(t *testing.T) {
 		t.Errorf("default bound %d (%v), want DefaultMaxPending", c.maxPending, err)
 	}
 }
+
+func TestMaxPendingWaitEndsWhenIntakeStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &leaderLog{}
+		open := make(chan struct{})
+		dev := heldDevice(t, log, open)
+		reqs := newFakeRequests()
+		for i := range 3 {
+			reqs.add(t, mustEncodeRequest(t, newCommand(fmt.Sprintf("r%d", i), "valve", time.Hour)))
+		}
+		h := newHarness(t, log, map[string]Device{"valve": dev}, WithRequestSource(reqs), WithMaxPending(1))
+		h.start(t.Context())
+		synctest.Wait()
+		submitted := make(chan error, 1)
+		go func() {
+			_, err := h.d.Submit(t.Context(), newCommand("waits", "valve", time.Hour))
+			submitted <- err
+		}()
+		synctest.Wait()
+
+		h.d.StopIntake()
+		synctest.Wait()
+		select {
+		case err := <-submitted:
+			if !errors.Is(err, ErrIntakeStopped) {
+				t.Errorf("a Submit waiting for room when intake stopped: %v, want ErrIntakeStopped", err)
+			}
+		default:
+			t.Fatal("a Submit waiting for room went on waiting after intake stopped")
+		}
+		close(open)
+		synctest.Wait()
+		for _, id := range []string{"waits", "r1", "r2"} {
+			if _, ok := log.issued(t, id); ok {
+				t.Errorf("%s was issued after intake stopped", id)
+			}
+		}
+		if got := h.d.commits.intakePosition(); got != 1 {
+			t.Errorf("committed intake position %d, want 1: the requests that waited are the next leader's", got)
+		}
+		h.stop()
+	})
+}
