@@ -29,6 +29,10 @@ type member struct {
 	registered     bool
 	lastRegistered int64
 	lead           *leadership
+
+	// clearedOffset and clearedAt are the campaign's view of the lease
+	// tombstone that cleared the role's lease (see staggerCleared), or -1.
+	clearedOffset, clearedAt int64
 }
 
 // wall is the member's wall clock, in milliseconds since the Unix epoch.
@@ -103,6 +107,7 @@ func (m *member) resume() {
 // campaign is one AcquireLeadership call: register, then read and evaluate
 // until the member may challenge.
 func (m *member) campaign() {
+	m.clearedOffset = -1
 	m.register(func(err error) {
 		if err != nil {
 			m.retryCampaign()
@@ -205,7 +210,7 @@ func (m *member) decide(now int64, recs []*record, partial bool) {
 	if _, ok := state.Entry(m.id); partial && !ok && m.registered {
 		state.Roster = append(state.Roster, coordination.RosterEntry{Member: m.id, Offset: math.MaxInt64, RegisteredAt: m.lastRegistered})
 	}
-	decision := coordination.Evaluate(state, m.id, now, w.cfg.Lease)
+	decision := m.staggerCleared(state, recs, now, coordination.Evaluate(state, m.id, now, w.cfg.Lease))
 	if decision.Action == coordination.ActionHold {
 		// Another incarnation's live lease: wait for its deadline.
 		decision = coordination.Decision{Action: coordination.ActionWait, WaitUntil: state.Lease.Deadline}
@@ -231,6 +236,38 @@ func (m *member) decide(now int64, recs []*record, partial bool) {
 		wait := min(w.cfg.Poll, max(decision.WaitUntil-now, 0))
 		w.scheduleFor(m, wait, m.name+": read the role", m.readState)
 	}
+}
+
+// staggerCleared is campaign.staggerCleared: once a read shows the lease
+// cleared by a tombstone, a standby of rank n challenges no sooner than n
+// staggers after the first read that showed that tombstone.
+func (m *member) staggerCleared(state coordination.RoleState, recs []*record, now int64, decision coordination.Decision) coordination.Decision {
+	offset, tombstone := int64(-1), false
+	for _, r := range recs {
+		key, err := coordination.DecodeKey(r.key)
+		if err != nil || key.Kind != coordination.KindLease || key.Role != m.r.role || r.offset < offset {
+			continue
+		}
+		offset, tombstone = r.offset, coordination.IsTombstone(r.value)
+	}
+	if !tombstone {
+		m.clearedOffset = -1
+		return decision
+	}
+	if offset != m.clearedOffset {
+		m.clearedOffset, m.clearedAt = offset, now
+	}
+	if decision.Action != coordination.ActionChallenge || state.Lease != nil {
+		return decision
+	}
+	rank, ok := state.RankOf(m.id)
+	if !ok || rank == 0 {
+		return decision
+	}
+	if at := m.clearedAt + m.w.cfg.Lease.ChallengeDelay(rank).Milliseconds(); now < at {
+		return coordination.Decision{Action: coordination.ActionWait, WaitUntil: at}
+	}
+	return decision
 }
 
 // challenge mints the epoch, outwaits the lease of the holder it fenced,
