@@ -37,6 +37,10 @@ type E2E struct {
 	// DefaultPauses when empty.
 	Pauses []time.Duration
 
+	// Options are passed to the dispatcher after the harness's own, to
+	// measure other commit timings than the defaults.
+	Options []dispatch.Option
+
 	// Log, when set, receives a line per repetition.
 	Log func(format string, args ...any)
 }
@@ -136,10 +140,10 @@ func RunE2E(ctx context.Context, cfg E2E) (E2EResult, error) {
 	pprof.Do(ctx, pprof.Labels("side", "dispatcher"), func(ctx context.Context) {
 		d, err = StartDispatcher(ctx, DispatcherSetup{
 			Brokers: cfg.Brokers, Role: cfg.Role, LogTopic: cfg.LogTopic, RequestsTopic: cfg.RequestsTopic,
-			Options: []dispatch.Option{
+			Options: append([]dispatch.Option{
 				dispatch.WithMaxBatchRecords(max(dispatch.DefaultMaxBatchRecords, 2*cfg.Batch)),
 				dispatch.WithMaxQueued(max(dispatch.DefaultMaxQueued, 4*cfg.Batch)),
-			},
+			}, cfg.Options...),
 		})
 	})
 	if err != nil {

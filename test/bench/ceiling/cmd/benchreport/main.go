@@ -80,6 +80,9 @@ type options struct {
 	seed            uint64
 	failoverTimings timings
 	verbose         bool
+	// commitGap and commitLinger, when not negative, replace the
+	// dispatcher's defaults in the end-to-end section.
+	commitGap, commitLinger time.Duration
 }
 
 // timings are the lease timings of the failover and handover trials.
@@ -109,6 +112,8 @@ func run() error {
 	flag.DurationVar(&o.rolesWindow, "roles-window", 30*time.Second, "observation window of each role count")
 	flag.IntVar(&o.pending, "pending", 5000, "commands held pending for the memory figure")
 	only := flag.String("only", "", "comma-separated sections to run: e2e,latency,backlog,mqtt,modbus,failover,handover,memory,roles (default all)")
+	flag.DurationVar(&o.commitGap, "commit-gap", -1, "dispatch.WithCommitGap of the end-to-end dispatcher (negative: the default)")
+	flag.DurationVar(&o.commitLinger, "commit-linger", -1, "dispatch.WithCommitLinger of the end-to-end dispatcher (negative: the default)")
 	flag.Uint64Var(&o.seed, "seed", 0, "seed of the random signal phases (0 picks one)")
 	flag.BoolVar(&o.verbose, "v", false, "pass the measured processes' standard error through")
 	quick := flag.Bool("quick", false, "fewer trials and shorter windows, for a check of the tool")

@@ -96,7 +96,14 @@ func (r *report) write() error {
 		r.opts.point, r.opts.warmup)
 	w("%d repetitions, batches %v, %d latency clients, a backlog of %d, %d crash and %d handover trials, roles %v observed %s each,\n",
 		r.opts.reps, r.opts.batches, r.opts.clients, r.opts.backlog, r.opts.failoverTrials, r.opts.handoverTrials, r.opts.roles, r.opts.rolesWindow)
-	w("%d pending commands, seed %d.\n", r.opts.pending, r.opts.seed)
+	w("%d pending commands, seed %d", r.opts.pending, r.opts.seed)
+	if r.opts.commitGap >= 0 {
+		w(", end-to-end commit gap %s", r.opts.commitGap)
+	}
+	if r.opts.commitLinger >= 0 {
+		w(", end-to-end commit linger %s", r.opts.commitLinger)
+	}
+	w(".\n")
 	if err := os.WriteFile(r.opts.out, []byte(b.String()), 0o644); err != nil {
 		return err
 	}

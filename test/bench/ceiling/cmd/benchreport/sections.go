@@ -55,6 +55,7 @@ func endToEnd(ctx context.Context, o options, prefix string, newTopic func(strin
 			Brokers: o.brokers, Role: fmt.Sprintf("%s-e2e-b%d", prefix, batch),
 			LogTopic: topics[0], RequestsTopic: topics[1], RawTopic: topics[2],
 			Batch: batch, Window: o.point, Warmup: o.warmup, Reps: o.reps, Log: logf,
+			Options: o.commitOptions(),
 		})
 		if err != nil {
 			return fmt.Errorf("batch %d: %w", batch, err)
@@ -63,6 +64,19 @@ func endToEnd(ctx context.Context, o options, prefix string, newTopic func(strin
 		rep.e2e = append(rep.e2e, res)
 	}
 	return nil
+}
+
+// commitOptions returns the dispatcher options of -commit-gap and
+// -commit-linger.
+func (o *options) commitOptions() []dispatch.Option {
+	var opts []dispatch.Option
+	if o.commitGap >= 0 {
+		opts = append(opts, dispatch.WithCommitGap(o.commitGap))
+	}
+	if o.commitLinger >= 0 {
+		opts = append(opts, dispatch.WithCommitLinger(o.commitLinger))
+	}
+	return opts
 }
 
 // memResult is the pending-command memory figure.
