@@ -9,6 +9,7 @@ import (
 	"github.com/krabka-io/krabka-dispatch/coordination"
 )
 
+// idleDevice acts on every command at once and does nothing.
 type idleDevice struct{}
 
 func (idleDevice) Dispatch(context.Context, Command, coordination.FencingToken) (Result, error) {
