@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -181,7 +182,7 @@ func (t *KafkaTransport) abort(p *roleProducer, token FencingToken, cause error)
 	if err := p.client.AbortBufferedRecords(ctx); err != nil {
 		return fail(ErrOutcomeUnknown, err)
 	}
-	if err := p.client.EndTransaction(ctx, kgo.TryAbort); err != nil {
+	if err := endAbort(ctx, p.client); err != nil {
 		if isFenceErr(err) {
 			return fail(ErrFenced, err)
 		}
@@ -192,6 +193,45 @@ func (t *KafkaTransport) abort(p *roleProducer, token FencingToken, cause error)
 		return fail(ErrOutcomeUnknown, err)
 	}
 	return next, fmt.Errorf("coordination: kafka transport: role %s, token %s: aborted, nothing committed: %w", p.role, token, cause)
+}
+
+// endAbort sends the EndTxn that aborts the open transaction, and sends it
+// again while it fails with an answer that confirms nothing: a dropped
+// connection, a coordinator that moved or died, a retriable code that
+// outlived franz-go's own retries, UNKNOWN_SERVER_ERROR. Each such failure
+// leaves the transaction open or aborted, never committed, because only this
+// producer could commit it. franz-go's retry of an unconfirmed end
+// re-initializes the producer at the id and epoch it holds, which bumps the
+// epoch and aborts whatever the coordinator still holds open; when another
+// member has taken the role since, the broker refuses that with a fence. A
+// definite refusal ends the retries, and so does ctx.
+func endAbort(ctx context.Context, cl *kgo.Client) error {
+	for tries := 0; ; tries++ {
+		err := cl.EndTransaction(ctx, kgo.TryAbort)
+		if err == nil || isFenceErr(err) || !unconfirmed(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(retryBackoff(tries)):
+		}
+	}
+}
+
+// unconfirmed reports whether err, from an EndTxn, leaves its outcome
+// unconfirmed rather than refused, so that a retry may confirm it: every
+// error but a closed client and a broker's non-retriable code, of which
+// UNKNOWN_SERVER_ERROR confirms nothing either.
+func unconfirmed(err error) bool {
+	if errors.Is(err, kgo.ErrClientClosed) {
+		return false
+	}
+	var ke *kerr.Error
+	if !errors.As(err, &ke) {
+		return true
+	}
+	return ke.Retriable || ke.Code == kerr.UnknownServerError.Code
 }
 
 // tokenAfter reads the producer id and epoch that the client holds after
