@@ -19,8 +19,15 @@ import (
 const EnvBrokers = "DISPATCHER_BROKERS"
 
 // DefaultCommandTimeout bounds a short operator command (status, submit,
-// resolve, topics) unless --timeout says otherwise.
+// resolve) unless --timeout says otherwise.
 const DefaultCommandTimeout = 15 * time.Second
+
+// DefaultTopicsTimeout bounds `dispatcher topics` unless --timeout says
+// otherwise. It is longer than DefaultCommandTimeout because the command
+// creates up to three topics one after another and waits, for each, until
+// the controller has elected a leader for every partition; on a busy
+// cluster that alone takes several seconds a topic.
+const DefaultTopicsTimeout = time.Minute
 
 // ClusterOptions are the flags of every command that talks to the cluster:
 // where it is, which role, and how long to wait. Settings come from
@@ -39,12 +46,19 @@ type ClusterOptions struct {
 	brokersFrom string
 }
 
-// AddFlags registers the flags on fs.
+// AddFlags registers the flags on fs, with DefaultCommandTimeout as the
+// default of --timeout.
 func (o *ClusterOptions) AddFlags(fs *pflag.FlagSet) {
+	o.addFlags(fs, DefaultCommandTimeout)
+}
+
+// addFlags registers the flags on fs, with timeout as the default of
+// --timeout.
+func (o *ClusterOptions) addFlags(fs *pflag.FlagSet, timeout time.Duration) {
 	addConfigFlag(fs, &o.ConfigFile)
 	fs.StringSliceVar(&o.Brokers, "brokers", nil, "seed brokers, host:port (default $"+EnvBrokers+")")
 	fs.StringVar(&o.Role, "role", "", "role (default: the config file's role)")
-	addTimeoutFlag(fs, &o.Timeout)
+	addTimeoutFlag(fs, &o.Timeout, timeout)
 }
 
 // Complete loads the configuration file, applies the flags over it, and

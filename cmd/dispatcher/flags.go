@@ -30,7 +30,7 @@ func addConfigFlag(fs *pflag.FlagSet, p *string) {
 	fs.StringVarP(p, "config", "c", "", "configuration file, such as dispatcher.yaml")
 }
 
-// addTimeoutFlag registers --timeout.
-func addTimeoutFlag(fs *pflag.FlagSet, p *time.Duration) {
-	fs.DurationVar(p, "timeout", DefaultCommandTimeout, "bound on the whole command")
+// addTimeoutFlag registers --timeout with the default bound def.
+func addTimeoutFlag(fs *pflag.FlagSet, p *time.Duration, def time.Duration) {
+	fs.DurationVar(p, "timeout", def, "bound on the whole command")
 }

@@ -65,7 +65,7 @@ demands a client certificate.`,
 	o.API.AddFlags(cmd.Flags())
 	addOutputFlag(cmd, &o.Output)
 	cmd.Flags().StringVar(&o.Action, "action", "", "redispatch or cancel (required)")
-	addTimeoutFlag(cmd.Flags(), &o.Timeout)
+	addTimeoutFlag(cmd.Flags(), &o.Timeout, DefaultCommandTimeout)
 	return cmd
 }
 

@@ -94,7 +94,7 @@ reported and the command exits 6. --check creates nothing.`,
 			return o.Run(cmd.Context())
 		},
 	}
-	o.Cluster.AddFlags(cmd.Flags())
+	o.Cluster.addFlags(cmd.Flags(), DefaultTopicsTimeout)
 	addOutputFlag(cmd, &o.Output)
 	cmd.Flags().BoolVar(&o.Check, "check", false, "report only; create nothing")
 	cmd.Flags().IntVar(&o.ReplicationFactor, "replication-factor", DefaultReplicationFactor, "replication factor of new topics, and the least accepted of existing ones")
