@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
 
 // instrumentationName names the tracer and the meter of this package.
@@ -41,6 +43,21 @@ type telemetry struct {
 	// owner holds the attributes "role" and "member" of every measurement.
 	owner attribute.Set
 
+	// The measurement options are built once: an attribute set costs a
+	// sort and an allocation per measurement otherwise, on every command.
+	// ownerOpt carries owner; byStatus owner and each status; byDevice
+	// (device name to metric.MeasurementOption) owner and each device, added
+	// as devices are first driven.
+	ownerOpt metric.MeasurementOption
+	byStatus [StatusCancelled + 1]metric.MeasurementOption
+	byDevice sync.Map
+
+	// tracing is false when the tracer provider is the no-op one: the spans
+	// are then started without attributes, which nothing would read.
+	tracing bool
+	// The span kinds, as start options built once.
+	kindServer, kindClient, kindConsumer, kindProducer trace.SpanStartOption
+
 	pending atomic.Int64
 	inDoubt atomic.Int64
 	// intakeEnd is the latest high watermark of the requests partition that
@@ -60,8 +77,19 @@ func DurationBuckets() []float64 {
 }
 
 func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, role, member string) (*telemetry, error) {
+	_, quiet := tp.(tracenoop.TracerProvider)
 	t := &telemetry{tracer: tp.Tracer(instrumentationName),
-		owner: attribute.NewSet(attribute.String("role", role), attribute.String("member", member))}
+		owner:        attribute.NewSet(attribute.String("role", role), attribute.String("member", member)),
+		tracing:      !quiet,
+		kindServer:   trace.WithSpanKind(trace.SpanKindServer),
+		kindClient:   trace.WithSpanKind(trace.SpanKindClient),
+		kindConsumer: trace.WithSpanKind(trace.SpanKindConsumer),
+		kindProducer: trace.WithSpanKind(trace.SpanKindProducer),
+	}
+	t.ownerOpt = metric.WithAttributeSet(t.owner)
+	for s := range t.byStatus {
+		t.byStatus[s] = t.with(attribute.String("status", Status(s).String()))
+	}
 	meter := mp.Meter(instrumentationName)
 	var err error
 	if t.outcomes, err = meter.Int64Counter("dispatch.commands",
@@ -86,7 +114,7 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, role, member
 	}
 	// The counter is exported at 0 from the start, so that an alert on
 	// its rate sees the first fence.
-	t.fenced.Add(context.Background(), 0, metric.WithAttributeSet(t.owner))
+	t.fenced.Add(context.Background(), 0, t.ownerOpt)
 	pending, err := meter.Int64ObservableGauge("dispatch.pending",
 		metric.WithDescription("Commands accepted with no outcome yet."),
 		metric.WithUnit("{command}"))
@@ -106,10 +134,10 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, role, member
 		return nil, fmt.Errorf("dispatch: metrics: %w", err)
 	}
 	t.gauges, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		o.ObserveInt64(pending, t.pending.Load(), metric.WithAttributeSet(t.owner))
-		o.ObserveInt64(inDoubt, t.inDoubt.Load(), metric.WithAttributeSet(t.owner))
+		o.ObserveInt64(pending, t.pending.Load(), t.ownerOpt)
+		o.ObserveInt64(inDoubt, t.inDoubt.Load(), t.ownerOpt)
 		if t.hasIntake.Load() {
-			o.ObserveInt64(lag, max(0, t.intakeEnd.Load()-t.intakeAt.Load()), metric.WithAttributeSet(t.owner))
+			o.ObserveInt64(lag, max(0, t.intakeEnd.Load()-t.intakeAt.Load()), t.ownerOpt)
 		}
 		return nil
 	}, pending, inDoubt, lag)
@@ -144,25 +172,41 @@ func (t *telemetry) intakeSeen(hwm int64) {
 // intakeCommitted records the committed intake position.
 func (t *telemetry) intakeCommitted(next int64) { t.intakeAt.Store(next) }
 
+// with returns the measurement option of the owner's attributes and kv.
+func (t *telemetry) with(kv attribute.KeyValue) metric.MeasurementOption {
+	return metric.WithAttributeSet(attribute.NewSet(append(t.owner.ToSlice(), kv)...))
+}
+
 func (t *telemetry) countOutcome(s Status) {
-	t.outcomes.Add(context.Background(), 1, metric.WithAttributeSet(t.owner), metric.WithAttributes(attribute.String("status", s.String())))
+	if int(s) < len(t.byStatus) {
+		t.outcomes.Add(context.Background(), 1, t.byStatus[s])
+		return
+	}
+	t.outcomes.Add(context.Background(), 1, t.with(attribute.String("status", s.String())))
 }
 
 func (t *telemetry) commitLatency(d time.Duration) {
-	t.commit.Record(context.Background(), d.Seconds(), metric.WithAttributeSet(t.owner))
+	t.commit.Record(context.Background(), d.Seconds(), t.ownerOpt)
 }
 
 func (t *telemetry) dispatchLatency(d time.Duration, device string) {
-	t.dispatch.Record(context.Background(), d.Seconds(), metric.WithAttributeSet(t.owner), metric.WithAttributes(attribute.String("device", device)))
+	opt, ok := t.byDevice.Load(device)
+	if !ok {
+		opt, _ = t.byDevice.LoadOrStore(device, t.with(attribute.String("device", device)))
+	}
+	t.dispatch.Record(context.Background(), d.Seconds(), opt.(metric.MeasurementOption))
 }
 
 func (t *telemetry) countFenced() {
-	t.fenced.Add(context.Background(), 1, metric.WithAttributeSet(t.owner))
+	t.fenced.Add(context.Background(), 1, t.ownerOpt)
 }
 
 // startSubmit opens the root span of a command submitted in process.
 func (t *telemetry) startSubmit(ctx context.Context, cmd Command) (context.Context, trace.Span) {
-	return t.tracer.Start(ctx, "dispatch.submit", trace.WithSpanKind(trace.SpanKindServer),
+	if !t.tracing {
+		return t.tracer.Start(ctx, "dispatch.submit", t.kindServer)
+	}
+	return t.tracer.Start(ctx, "dispatch.submit", t.kindServer,
 		trace.WithAttributes(commandAttributes(cmd)...))
 }
 
@@ -170,7 +214,11 @@ func (t *telemetry) startSubmit(ctx context.Context, cmd Command) (context.Conte
 // child of the trace context in the request's headers, if any.
 func (t *telemetry) startIntake(headers []coordination.Header, cmd Command, offset int64) trace.Span {
 	ctx := propagation.TraceContext{}.Extract(context.Background(), headerCarrier{headers: &headers})
-	_, span := t.tracer.Start(ctx, "dispatch.intake", trace.WithSpanKind(trace.SpanKindConsumer),
+	if !t.tracing {
+		_, span := t.tracer.Start(ctx, "dispatch.intake", t.kindConsumer)
+		return span
+	}
+	_, span := t.tracer.Start(ctx, "dispatch.intake", t.kindConsumer,
 		trace.WithAttributes(append(commandAttributes(cmd), attribute.Int64("dispatch.request.offset", offset))...))
 	return span
 }
@@ -179,7 +227,7 @@ func (t *telemetry) startIntake(headers []coordination.Header, cmd Command, offs
 // to its commit.
 func (t *telemetry) startRecord(parent trace.SpanContext, name string) trace.Span {
 	ctx := trace.ContextWithSpanContext(context.Background(), parent)
-	_, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindProducer))
+	_, span := t.tracer.Start(ctx, name, t.kindProducer)
 	return span
 }
 
@@ -195,7 +243,10 @@ func (t *telemetry) startTakeover(issued trace.SpanContext, cmd Command) trace.S
 // startDispatch opens the span of one Dispatch call.
 func (t *telemetry) startDispatch(ctx context.Context, parent trace.SpanContext, cmd Command, token coordination.FencingToken, try int) (context.Context, trace.Span) {
 	ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
-	return t.tracer.Start(ctx, "dispatch.device", trace.WithSpanKind(trace.SpanKindClient),
+	if !t.tracing {
+		return t.tracer.Start(ctx, "dispatch.device", t.kindClient)
+	}
+	return t.tracer.Start(ctx, "dispatch.device", t.kindClient,
 		trace.WithAttributes(
 			attribute.String("dispatch.device", cmd.Device),
 			attribute.String("dispatch.command.id", cmd.ID),

@@ -83,6 +83,7 @@ func TestMetrics(t *testing.T) {
 		}
 		got := map[string]int64{}
 		histograms := map[string]uint64{}
+		byDevice := map[string]uint64{}
 		for _, sm := range rm.ScopeMetrics {
 			for _, m := range sm.Metrics {
 				switch data := m.Data.(type) {
@@ -98,6 +99,12 @@ func TestMetrics(t *testing.T) {
 				case metricdata.Histogram[float64]:
 					for _, p := range data.DataPoints {
 						histograms[m.Name] += p.Count
+						if device, ok := p.Attributes.Value("device"); ok {
+							byDevice[device.AsString()] += p.Count
+						}
+						if role, _ := p.Attributes.Value("role"); role.AsString() != h.d.role {
+							t.Errorf("%s: a point without the role: %v", m.Name, p.Attributes.ToSlice())
+						}
 					}
 				}
 			}
@@ -114,6 +121,9 @@ func TestMetrics(t *testing.T) {
 		// Two device calls: "ok", and "bad", which the device refused.
 		if histograms["dispatch.commit.duration"] == 0 || histograms["dispatch.dispatch.duration"] != 2 {
 			t.Errorf("histograms %v", histograms)
+		}
+		if byDevice["valve"] != 1 || byDevice["refuser"] != 1 || len(byDevice) != 2 {
+			t.Errorf("device calls by device %v, want one each of valve and refuser", byDevice)
 		}
 		h.stop()
 	})
