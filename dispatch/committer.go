@@ -175,8 +175,11 @@ type committer struct {
 	// (intake stopped), so that riding records do not wait.
 	hurried bool
 	intake  int64 // the committed intake position
-	wake    chan struct{}
-	room    chan struct{} // closed and replaced when the queue shrinks
+	// held counts the holds in force (see hold): while there is one, no
+	// transaction starts unless the queue is full.
+	held int
+	wake chan struct{}
+	room chan struct{} // closed and replaced when the queue shrinks
 
 	// committedAt is when the last transaction ended; only the commit
 	// loop touches it.
@@ -251,6 +254,25 @@ func (c *committer) count(it *item) {
 		c.hasIntake = true
 	}
 	c.bytes += len(it.key) + len(it.value)
+}
+
+// hold keeps the commit loop from starting a transaction, unless the queue
+// holds a full batch or is at its bound, until the matching release. A
+// caller that queues many records with one enqueue each holds the loop
+// meanwhile, so that they commit together rather than the first few alone.
+// It must release before it waits for anything that a commit brings about.
+func (c *committer) hold() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.held++
+}
+
+// release ends a hold and wakes the commit loop.
+func (c *committer) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.held--
+	c.poke()
 }
 
 // hurry makes riding records go without waiting for a transaction that is
@@ -345,6 +367,16 @@ func (c *committer) take(ctx context.Context) []*item {
 		}
 		empty := len(c.queue) == 0
 		var linger <-chan time.Time
+		if !empty && c.held > 0 && !c.fullLocked() {
+			// Records are still queueing under a hold: wait for all of
+			// them, or for a full batch.
+			c.mu.Unlock()
+			select {
+			case <-c.wake:
+			case <-ctx.Done():
+			}
+			continue
+		}
 		if !empty {
 			wait := c.lingerFor()
 			if wait <= 0 {

@@ -141,6 +141,12 @@ func (d *Dispatcher) accept(ctx context.Context, cmd Command, span trace.SpanCon
 func (d *Dispatcher) acceptHeld(ctx context.Context, cmd Command, span trace.SpanContext, mark *item, other int64, issued *item, encErr error) (*command, *CheckpointID, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.acceptLocked(ctx, cmd, span, mark, other, issued, encErr)
+}
+
+// acceptLocked is acceptHeld for a caller that holds d.mu. It may let d.mu
+// go while it waits for room, and holds it again when it returns.
+func (d *Dispatcher) acceptLocked(ctx context.Context, cmd Command, span trace.SpanContext, mark *item, other int64, issued *item, encErr error) (*command, *CheckpointID, error) {
 	for {
 		if err := d.waitRoom(ctx); err != nil {
 			return nil, nil, err

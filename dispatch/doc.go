@@ -25,7 +25,8 @@
 //  2. Intake. Commands arrive from the role's partition of the requests topic
 //     (read_committed, from the recovered intake position, with
 //     [WithRequestSource]) and from [Dispatcher.Submit], which the binary's
-//     HTTP API calls. A command whose ID the log holds inside the dedup
+//     HTTP API calls, or [Dispatcher.SubmitBatch] for many commands at once,
+//     whose Issued records then commit together. A command whose ID the log holds inside the dedup
 //     window is not issued again, and one submitted before the window is
 //     refused ([ErrOutsideDedupWindow]). When it is the same command ([Command.SameAs]: role, device, action,
 //     payload, attributes and deadline; SubmittedAt may differ), its

@@ -1,0 +1,169 @@
+package dispatch
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/trace"
+)
+
+// SubmitResult is what [Dispatcher.SubmitBatch] reports for one of its
+// commands: what [Dispatcher.Submit] would have returned for it alone.
+type SubmitResult struct {
+	Outcome Outcome
+	Err     error
+}
+
+// SubmitBatch records cmds in the command log and waits for the outcome of
+// each, as [Dispatcher.Submit] does for one command; result i is that of
+// cmds[i]. Every rule of Submit holds for each command: the fields filled
+// in, the errors of a command that is refused or not recorded, a repeated
+// ID. A command refused does not hold back the others.
+//
+// What a batch adds is that the Issued records of its new commands queue
+// together, in the order of cmds, so that they commit in as few
+// transactions as the batch bounds allow ([WithMaxBatchRecords],
+// [WithMaxBatchBytes]), and reach each device in that order. Concurrent
+// Submit calls queue one at a time, and a burst of them can straddle a
+// transaction that began before the last one arrived.
+//
+// When the dispatcher halts, ctx ends, or intake stops, the commands still
+// waiting get the error Submit would return; those already settled keep
+// their outcomes.
+func (d *Dispatcher) SubmitBatch(ctx context.Context, cmds []Command) []SubmitResult {
+	results := make([]SubmitResult, len(cmds))
+	spans := make([]trace.Span, len(cmds))
+	for i, cmd := range cmds {
+		_, spans[i] = d.tel.startSubmit(ctx, cmd)
+	}
+	defer func() {
+		for i, span := range spans {
+			if results[i].Err != nil {
+				span.RecordError(results[i].Err)
+			}
+			span.End()
+		}
+	}()
+	fail := func(err error, todo []int) []SubmitResult {
+		for _, i := range todo {
+			results[i].Err = err
+		}
+		return results
+	}
+
+	todo := make([]int, 0, len(cmds))
+	all := make([]int, len(cmds))
+	for i := range all {
+		all[i] = i
+	}
+	if err := d.gate.open(); err != nil {
+		return fail(err, all)
+	}
+	batch := make([]Command, len(cmds))
+	now := d.now()
+	for i, cmd := range cmds {
+		cmd = d.complete(cmd, now)
+		batch[i] = cmd
+		if err := cmd.Validate(); err != nil {
+			results[i].Err = err
+			continue
+		}
+		if err := d.registry.Unavailable(ctx, cmd.Device); err != nil {
+			results[i].Err = err
+			continue
+		}
+		todo = append(todo, i)
+	}
+	select {
+	case <-d.ready:
+	case <-d.haltCtx.Done():
+		return fail(ErrHalted, todo)
+	case <-ctx.Done():
+		return fail(ctx.Err(), todo)
+	}
+
+	accepted := make([]*command, len(cmds))
+	err := d.guard("SubmitBatch", func() error {
+		d.acceptBatch(ctx, batch, spans, todo, accepted, results)
+		return nil
+	})
+	if err != nil {
+		return fail(err, todo)
+	}
+	for _, i := range todo {
+		if accepted[i] == nil {
+			continue
+		}
+		results[i].Outcome, results[i].Err = d.await(ctx, accepted[i])
+	}
+	return results
+}
+
+// acceptBatch accepts the commands of batch that todo names, as accept does
+// each: it encodes their Issued records first, and then registers and
+// queues every one it can under one hold of d.mu. A command whose ID a
+// compact ID may hold goes through accept on its own afterwards, since
+// telling it apart reads the log without d.mu. It sets accepted[i] or
+// results[i].Err of every i in todo.
+func (d *Dispatcher) acceptBatch(ctx context.Context, batch []Command, spans []trace.Span, todo []int, accepted []*command, results []SubmitResult) {
+	type encoded struct {
+		issued *item
+		err    error
+	}
+	items := make([]encoded, len(batch))
+	admitted := make([]int, 0, len(todo))
+	for _, i := range todo {
+		if err := d.admit(batch[i]); err != nil {
+			results[i].Err = err
+			continue
+		}
+		issued, err := d.newItem(Entry{Kind: EntryIssued, Issued: &Issued{Command: batch[i]}}, spans[i].SpanContext())
+		items[i] = encoded{issued, err}
+		admitted = append(admitted, i)
+	}
+
+	var alone []int
+	func() {
+		// By defer, so that a panic leaves d.mu free for the halt and the
+		// commit loop unheld.
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		// The commit loop waits until the whole batch is queued, or until a
+		// command must wait for room, which only a commit makes.
+		held := true
+		d.commits.hold()
+		defer func() {
+			if held {
+				d.commits.release()
+			}
+		}()
+		for _, i := range admitted {
+			if held && d.mustWaitLocked() {
+				d.commits.release()
+				held = false
+			}
+			c, hit, err := d.acceptLocked(ctx, batch[i], spans[i].SpanContext(), nil, -1, items[i].issued, items[i].err)
+			switch {
+			case err != nil:
+				results[i].Err = err
+			case hit != nil:
+				alone = append(alone, i)
+			default:
+				accepted[i] = c
+			}
+		}
+	}()
+
+	for _, i := range alone {
+		accepted[i], results[i].Err = d.accept(ctx, batch[i], spans[i].SpanContext(), nil)
+	}
+}
+
+// mustWaitLocked reports whether a new command would wait for room: in the
+// commit queue or among the pending commands. The caller holds d.mu, under
+// which neither fills but by the caller's own hand.
+func (d *Dispatcher) mustWaitLocked() bool {
+	if _, full := d.commits.full(); full {
+		return true
+	}
+	return d.pending >= d.cfg.maxPending && !d.halted
+}
