@@ -112,30 +112,37 @@ func (d *Dispatcher) acceptBatch(ctx context.Context, batch []Command, spans []t
 	items := make([]encoded, len(batch))
 	admitted := make([]int, 0, len(todo))
 	for _, i := range todo {
+		// A device's validator runs here, before the hold below: it is not
+		// the dispatcher's code, and may take its time.
 		if err := d.admit(batch[i]); err != nil {
 			results[i].Err = err
 			continue
 		}
+		admitted = append(admitted, i)
+	}
+
+	// The commit loop waits until the whole batch is queued, or until a
+	// command must wait for room, which only a commit makes: a transaction
+	// of outcomes alone, begun while the batch is encoded, would make the
+	// batch wait for its commit. The hold ends by defer, so that a panic
+	// leaves the commit loop free.
+	held := true
+	d.commits.hold()
+	defer func() {
+		if held {
+			d.commits.release()
+		}
+	}()
+	for _, i := range admitted {
 		issued, err := d.newItem(Entry{Kind: EntryIssued, Issued: &Issued{Command: batch[i]}}, spans[i].SpanContext())
 		items[i] = encoded{issued, err}
-		admitted = append(admitted, i)
 	}
 
 	var alone []int
 	func() {
-		// By defer, so that a panic leaves d.mu free for the halt and the
-		// commit loop unheld.
+		// By defer, so that a panic leaves d.mu free for the halt.
 		d.mu.Lock()
 		defer d.mu.Unlock()
-		// The commit loop waits until the whole batch is queued, or until a
-		// command must wait for room, which only a commit makes.
-		held := true
-		d.commits.hold()
-		defer func() {
-			if held {
-				d.commits.release()
-			}
-		}()
 		for _, i := range admitted {
 			if held && d.mustWaitLocked() {
 				d.commits.release()
@@ -152,6 +159,10 @@ func (d *Dispatcher) acceptBatch(ctx context.Context, batch []Command, spans []t
 			}
 		}
 	}()
+	if held {
+		d.commits.release()
+		held = false
+	}
 
 	for _, i := range alone {
 		accepted[i], results[i].Err = d.accept(ctx, batch[i], spans[i].SpanContext(), nil)

@@ -224,8 +224,13 @@ func (t *telemetry) startIntake(headers []coordination.Header, cmd Command, offs
 }
 
 // startRecord opens the span of one record of a command, from its queueing
-// to its commit.
+// to its commit. It returns nil under the no-op tracer: an item's span may
+// be nil, and a record span carries nothing that the command's own span
+// does not.
 func (t *telemetry) startRecord(parent trace.SpanContext, name string) trace.Span {
+	if !t.tracing {
+		return nil
+	}
 	ctx := trace.ContextWithSpanContext(context.Background(), parent)
 	_, span := t.tracer.Start(ctx, name, t.kindProducer)
 	return span
