@@ -267,11 +267,17 @@ func (c *committer) hold() {
 	c.held++
 }
 
-// release ends a hold and wakes the commit loop.
-func (c *committer) release() {
+// release ends a hold and wakes the commit loop. With flush, what is queued
+// goes without the rest of the commit linger once no hold is left: the
+// holder queued a whole burst, which the linger exists to gather. The
+// commit gap still applies.
+func (c *committer) release(flush bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.held--
+	if flush && c.held == 0 && c.due {
+		c.lingerFrom = time.Time{}
+	}
 	c.poke()
 }
 

@@ -130,7 +130,7 @@ func (d *Dispatcher) acceptBatch(ctx context.Context, batch []Command, spans []t
 	d.commits.hold()
 	defer func() {
 		if held {
-			d.commits.release()
+			d.commits.release(false)
 		}
 	}()
 	for _, i := range admitted {
@@ -145,7 +145,7 @@ func (d *Dispatcher) acceptBatch(ctx context.Context, batch []Command, spans []t
 		defer d.mu.Unlock()
 		for _, i := range admitted {
 			if held && d.mustWaitLocked() {
-				d.commits.release()
+				d.commits.release(false)
 				held = false
 			}
 			c, hit, err := d.acceptLocked(ctx, batch[i], spans[i].SpanContext(), nil, -1, items[i].issued, items[i].err)
@@ -160,7 +160,8 @@ func (d *Dispatcher) acceptBatch(ctx context.Context, batch []Command, spans []t
 		}
 	}()
 	if held {
-		d.commits.release()
+		// The whole batch is queued: it need not linger for more.
+		d.commits.release(true)
 		held = false
 	}
 

@@ -230,3 +230,32 @@ func TestSubmitBatchCompactIDs(t *testing.T) {
 	second.stop(t)
 	verifyClean(t, log)
 }
+
+// TestSubmitBatchSkipsLinger: a batch queued whole does not wait for the
+// commit linger, which exists to gather a burst that the batch already is.
+func TestSubmitBatchSkipsLinger(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &leaderLog{}
+		h := newHarness(t, log, map[string]Device{"valve": &recordingDevice{log: log, t: t}}, WithCommitLinger(20*time.Millisecond))
+		var w writeTimes
+		w.install(t, h)
+		h.start(t.Context())
+		synctest.Wait()
+
+		start := time.Now()
+		cmds := []Command{newCommand("a", "valve", time.Minute), newCommand("b", "valve", time.Minute), newCommand("c", "valve", time.Minute)}
+		for i, r := range h.d.SubmitBatch(t.Context(), cmds) {
+			if r.Err != nil || r.Outcome.Status != StatusSucceeded {
+				t.Fatalf("result %d: %+v, %v", i, r.Outcome, r.Err)
+			}
+		}
+		starts, kinds := w.get()
+		if len(starts) == 0 || kinds[0][EntryIssued] != 3 {
+			t.Fatalf("transactions %v, want the batch in the first", kinds)
+		}
+		if got := starts[0].Sub(start); got != 0 {
+			t.Errorf("the batch's transaction started %v after the call, want at once", got)
+		}
+		h.stop()
+	})
+}
