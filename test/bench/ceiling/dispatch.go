@@ -371,16 +371,36 @@ func BenchCommand(role, prefix string, i int, now time.Time) dispatch.Command {
 // It also returns the mean number of transactions the dispatcher wrote per
 // round, outcomes included.
 func MeasureSubmit(ctx context.Context, d *Dispatcher, batch int, duration time.Duration, prefix string) (Summary, float64, error) {
-	samples, elapsed, perRound, err := measureSubmit(ctx, d, batch, duration, prefix, 0)
+	samples, elapsed, perRound, err := measureSubmit(ctx, d, batch, duration, prefix, 0, SubmitEach)
 	if err != nil {
 		return Summary{}, 0, err
 	}
 	return Summarize(samples, elapsed), perRound, nil
 }
 
-// measureSubmit is MeasureSubmit that returns the samples and numbers its
-// commands from first.
-func measureSubmit(ctx context.Context, d *Dispatcher, batch int, duration time.Duration, prefix string, first int) ([]time.Duration, time.Duration, float64, error) {
+// SubmitMode is how a round hands its batch of commands to the dispatcher.
+type SubmitMode int
+
+const (
+	// SubmitBatched hands the whole batch to one Dispatcher.SubmitBatch
+	// call, as a client that has the commands together does.
+	SubmitBatched SubmitMode = iota
+	// SubmitEach gives every command a Submit call of its own, all at once
+	// from as many goroutines, as independent clients do.
+	SubmitEach
+)
+
+// String names the mode as the benchreport flag -submit does.
+func (m SubmitMode) String() string {
+	if m == SubmitEach {
+		return "each"
+	}
+	return "batch"
+}
+
+// measureSubmit is MeasureSubmit that returns the samples, numbers its
+// commands from first, and submits them as mode says.
+func measureSubmit(ctx context.Context, d *Dispatcher, batch int, duration time.Duration, prefix string, first int, mode SubmitMode) ([]time.Duration, time.Duration, float64, error) {
 	if batch < 1 {
 		return nil, 0, 0, errors.New("ceiling: batch below 1")
 	}
@@ -394,17 +414,37 @@ func measureSubmit(ctx context.Context, d *Dispatcher, batch int, duration time.
 		rounds++
 		began := time.Now()
 		ids := make([]string, batch)
+		cmds := make([]dispatch.Command, batch)
 		for i := range ids {
-			cmd := BenchCommand(d.Role, prefix, n, began)
+			cmds[i] = BenchCommand(d.Role, prefix, n, began)
 			n++
-			ids[i] = cmd.ID
+			ids[i] = cmds[i].ID
+		}
+		report := func(err error) {
+			select {
+			case errs <- err:
+			default:
+			}
+		}
+		switch mode {
+		case SubmitEach:
+			for _, cmd := range cmds {
+				wg.Go(func() {
+					sctx, cancel := context.WithTimeout(ctx, time.Minute)
+					defer cancel()
+					if _, err := d.D.Submit(sctx, cmd); err != nil {
+						report(err)
+					}
+				})
+			}
+		default:
 			wg.Go(func() {
 				sctx, cancel := context.WithTimeout(ctx, time.Minute)
 				defer cancel()
-				if _, err := d.D.Submit(sctx, cmd); err != nil {
-					select {
-					case errs <- err:
-					default:
+				for _, r := range d.D.SubmitBatch(sctx, cmds) {
+					if r.Err != nil {
+						report(r.Err)
+						return
 					}
 				}
 			})

@@ -25,6 +25,10 @@ type E2E struct {
 	// side and committed per transaction by the ceiling.
 	Batch int
 
+	// Submit is how the dispatcher side submits a batch: by default with
+	// one SubmitBatch call.
+	Submit SubmitMode
+
 	// Window is how long each side runs in a repetition, the ceiling once
 	// per pause; Warmup how long each side runs before the first.
 	Window, Warmup time.Duration
@@ -166,7 +170,7 @@ func RunE2E(ctx context.Context, cfg E2E) (E2EResult, error) {
 	n := 0 // commands the dispatcher side submitted, for fresh ids
 	runDispatch := func(window time.Duration) (samples []time.Duration, elapsed time.Duration, perRound float64, err error) {
 		pprof.Do(ctx, pprof.Labels("side", "dispatcher"), func(ctx context.Context) {
-			samples, elapsed, perRound, err = measureSubmit(ctx, d, cfg.Batch, window, "e2e", n)
+			samples, elapsed, perRound, err = measureSubmit(ctx, d, cfg.Batch, window, "e2e", n, cfg.Submit)
 		})
 		n += len(samples)
 		return samples, elapsed, perRound, err

@@ -83,6 +83,8 @@ type options struct {
 	// commitGap and commitLinger, when not negative, replace the
 	// dispatcher's defaults in the end-to-end section.
 	commitGap, commitLinger time.Duration
+	// submit is how the end-to-end dispatcher side submits a batch.
+	submit ceiling.SubmitMode
 }
 
 // timings are the lease timings of the failover and handover trials.
@@ -114,6 +116,7 @@ func run() error {
 	only := flag.String("only", "", "comma-separated sections to run: e2e,latency,backlog,mqtt,modbus,failover,handover,memory,roles (default all)")
 	flag.DurationVar(&o.commitGap, "commit-gap", -1, "dispatch.WithCommitGap of the end-to-end dispatcher (negative: the default)")
 	flag.DurationVar(&o.commitLinger, "commit-linger", -1, "dispatch.WithCommitLinger of the end-to-end dispatcher (negative: the default)")
+	submit := flag.String("submit", "batch", "how the end-to-end dispatcher side submits a round: batch (one Dispatcher.SubmitBatch) or each (a Submit per command, all at once)")
 	flag.Uint64Var(&o.seed, "seed", 0, "seed of the random signal phases (0 picks one)")
 	flag.BoolVar(&o.verbose, "v", false, "pass the measured processes' standard error through")
 	quick := flag.Bool("quick", false, "fewer trials and shorter windows, for a check of the tool")
@@ -126,6 +129,14 @@ func run() error {
 		return errors.New("-brokers (or $KRABKA_KAFKA_BROKERS) and -holder-bin are required")
 	}
 	o.brokers = strings.Split(*brokers, ",")
+	switch *submit {
+	case "batch":
+		o.submit = ceiling.SubmitBatched
+	case "each":
+		o.submit = ceiling.SubmitEach
+	default:
+		return fmt.Errorf("-submit %q: want batch or each", *submit)
+	}
 	var err error
 	if o.batches, err = ints(*batches); err != nil {
 		return err

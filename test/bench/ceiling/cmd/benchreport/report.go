@@ -103,6 +103,9 @@ func (r *report) write() error {
 	if r.opts.commitLinger >= 0 {
 		w(", end-to-end commit linger %s", r.opts.commitLinger)
 	}
+	if r.opts.submit != ceiling.SubmitBatched {
+		w(", end-to-end submits %s", r.opts.submit)
+	}
 	w(".\n")
 	if err := os.WriteFile(r.opts.out, []byte(b.String()), 0o644); err != nil {
 		return err
@@ -189,8 +192,15 @@ func (r *report) writeE2E(w func(string, ...any)) error {
 		return nil
 	}
 	w("## End-to-end dispatch against the fair ceiling\n\n")
-	w("The dispatcher leads a fresh role with a no-op device. Each round submits a batch of commands at once through\n")
-	w("`Dispatcher.Submit` and waits until the device has been driven for every one; a latency runs from the start of\n")
+	if r.opts.submit == ceiling.SubmitEach {
+		w("The dispatcher leads a fresh role with a no-op device. Each round submits a batch of commands at once, each\n")
+		w("with a `Dispatcher.Submit` call of its own from a goroutine of its own, as independent clients do, and waits\n")
+		w("until the device has been driven for every one; a latency runs from the start of\n")
+	} else {
+		w("The dispatcher leads a fresh role with a no-op device. Each round submits a batch of commands at once, with one\n")
+		w("`Dispatcher.SubmitBatch` call, as a client that holds the batch does (`-submit each` gives every command a\n")
+		w("`Submit` call of its own instead), and waits until the device has been driven for every one; a latency runs from the start of\n")
+	}
 	w("the round to the device's return, so it covers group commit (the Issued records committed under the token, acks=all,\n")
 	w("min.insync.replicas 2) and the dispatch. The outcome records commit in the background, in the transactions of\n")
 	w("later rounds.\n\n")

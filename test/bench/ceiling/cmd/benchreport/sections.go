@@ -54,7 +54,7 @@ func endToEnd(ctx context.Context, o options, prefix string, newTopic func(strin
 		res, err := ceiling.RunE2E(ctx, ceiling.E2E{
 			Brokers: o.brokers, Role: fmt.Sprintf("%s-e2e-b%d", prefix, batch),
 			LogTopic: topics[0], RequestsTopic: topics[1], RawTopic: topics[2],
-			Batch: batch, Window: o.point, Warmup: o.warmup, Reps: o.reps, Log: logf,
+			Batch: batch, Submit: o.submit, Window: o.point, Warmup: o.warmup, Reps: o.reps, Log: logf,
 			Options: o.commitOptions(),
 		})
 		if err != nil {
