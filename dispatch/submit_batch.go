@@ -22,9 +22,12 @@ type SubmitResult struct {
 // What a batch adds is that the Issued records of its new commands queue
 // together, in the order of cmds, so that they commit in as few
 // transactions as the batch bounds allow ([WithMaxBatchRecords],
-// [WithMaxBatchBytes]), and reach each device in that order. Concurrent
-// Submit calls queue one at a time, and a burst of them can straddle a
-// transaction that began before the last one arrived.
+// [WithMaxBatchBytes]), without waiting out the commit linger, and reach
+// each device in that order. Concurrent Submit calls queue one at a time,
+// and a burst of them can straddle a transaction that began before the last
+// one arrived. The bounds on pending and queued commands ([WithMaxPending],
+// [WithMaxQueued]) hold for a batch as for single commands: a batch beyond
+// them waits for room part way, and commits in several transactions.
 //
 // When the dispatcher halts, ctx ends, or intake stops, the commands still
 // waiting get the error Submit would return; those already settled keep
