@@ -3,6 +3,8 @@ package coordination_test
 import (
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kfake"
+
 	"github.com/krabka-io/krabka-dispatch/test/kafkatest"
 )
 
@@ -19,14 +21,20 @@ import (
 // fencing tests (invariants I1 to I4, crash, pause, resignation, a lost
 // broker) run on the real cluster under the integration build tag.
 func TestKafkaTransportFake(t *testing.T) {
+	env, _ := fakeEnv(t)
+	runTransportSuite(t, env)
+}
+
+// fakeEnv starts a kfake cluster and returns the environment of the suite on
+// it, and the cluster, for a test that intercepts its requests.
+func fakeEnv(t *testing.T) (kafkaEnv, *kfake.Cluster) {
 	c := kafkatest.NewFake(t)
-	env := kafkaEnv{
+	return kafkaEnv{
 		name:    "kfake",
 		brokers: c.ListenAddrs(),
 		bumps:   true,
 		createTopic: func(t *testing.T, name string, partitions int) {
 			kafkatest.CreateFakeTopic(t, c, name, partitions, nil)
 		},
-	}
-	runTransportSuite(t, env)
+	}, c
 }

@@ -349,6 +349,12 @@ func testGuardedWriteSeveralTopics(t *testing.T, env kafkaEnv) {
 // of its records, and leaves the producer usable under the token it
 // returns.
 func testGuardedWriteAborts(t *testing.T, env kafkaEnv) {
+	guardedWriteAborts(t, env, nil)
+}
+
+// guardedWriteAborts is testGuardedWriteAborts, which calls beforeWrite, when
+// set, after the epoch is acquired and before the write that fails.
+func guardedWriteAborts(t *testing.T, env kafkaEnv, beforeWrite func()) {
 	ctx := testCtx(t, 60*time.Second)
 	tr := env.transport(t, testLease(t))
 	role := uniqueRole(t)
@@ -358,6 +364,9 @@ func testGuardedWriteAborts(t *testing.T, env kafkaEnv) {
 	token, err := tr.AcquireEpoch(ctx, role)
 	if err != nil {
 		t.Fatalf("AcquireEpoch: %v", err)
+	}
+	if beforeWrite != nil {
+		beforeWrite()
 	}
 	short, cancel := context.WithTimeout(ctx, 2*time.Second)
 	next, err := tr.WriteGuarded(short, role, token, []coordination.GuardedRecord{
@@ -381,6 +390,9 @@ func testGuardedWriteAborts(t *testing.T, env kafkaEnv) {
 	})
 	if err != nil {
 		t.Fatalf("write after the abort: %v", err)
+	}
+	if after.Compare(next) < 0 {
+		t.Fatalf("after the write the token went back from %s to %s", next, after)
 	}
 	assertDescribed(ctx, t, tr, role, after)
 	got := readCommitted(t, env, topic, 0)
