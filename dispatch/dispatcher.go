@@ -376,24 +376,16 @@ func (d *Dispatcher) Submit(ctx context.Context, cmd Command) (Outcome, error) {
 	if err := d.gate.open(); err != nil {
 		return Outcome{}, err
 	}
-	cmd = d.complete(cmd, d.now())
-	if err := cmd.Validate(); err != nil {
+	cmd, err := d.prepare(ctx, cmd, d.now())
+	if err != nil {
 		span.RecordError(err)
 		return Outcome{}, err
 	}
-	if err := d.registry.Unavailable(ctx, cmd.Device); err != nil {
-		span.RecordError(err)
+	if err := d.awaitReady(ctx); err != nil {
 		return Outcome{}, err
-	}
-	select {
-	case <-d.ready:
-	case <-d.haltCtx.Done():
-		return Outcome{}, ErrHalted
-	case <-ctx.Done():
-		return Outcome{}, ctx.Err()
 	}
 	var c *command
-	err := d.guard("Submit", func() (err error) {
+	err = d.guard("Submit", func() (err error) {
 		if err := d.admit(cmd); err != nil {
 			return err
 		}
@@ -415,6 +407,29 @@ func (d *Dispatcher) Recovered() bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// prepare completes cmd and refuses it, before anything is written, when it
+// does not validate or its device is unavailable.
+func (d *Dispatcher) prepare(ctx context.Context, cmd Command, now time.Time) (Command, error) {
+	cmd = d.complete(cmd, now)
+	if err := cmd.Validate(); err != nil {
+		return cmd, err
+	}
+	return cmd, d.registry.Unavailable(ctx, cmd.Device)
+}
+
+// awaitReady waits until recovery is over, and returns ErrHalted when the
+// dispatcher halts first and ctx's error when ctx ends first.
+func (d *Dispatcher) awaitReady(ctx context.Context) error {
+	select {
+	case <-d.ready:
+		return nil
+	case <-d.haltCtx.Done():
+		return ErrHalted
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

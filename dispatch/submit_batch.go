@@ -53,35 +53,23 @@ func (d *Dispatcher) SubmitBatch(ctx context.Context, cmds []Command) []SubmitRe
 		return results
 	}
 
-	todo := make([]int, 0, len(cmds))
-	all := make([]int, len(cmds))
-	for i := range all {
-		all[i] = i
-	}
 	if err := d.gate.open(); err != nil {
-		return fail(err, all)
+		for i := range results {
+			results[i].Err = err
+		}
+		return results
 	}
+	todo := make([]int, 0, len(cmds))
 	batch := make([]Command, len(cmds))
 	now := d.now()
 	for i, cmd := range cmds {
-		cmd = d.complete(cmd, now)
-		batch[i] = cmd
-		if err := cmd.Validate(); err != nil {
-			results[i].Err = err
-			continue
+		batch[i], results[i].Err = d.prepare(ctx, cmd, now)
+		if results[i].Err == nil {
+			todo = append(todo, i)
 		}
-		if err := d.registry.Unavailable(ctx, cmd.Device); err != nil {
-			results[i].Err = err
-			continue
-		}
-		todo = append(todo, i)
 	}
-	select {
-	case <-d.ready:
-	case <-d.haltCtx.Done():
-		return fail(ErrHalted, todo)
-	case <-ctx.Done():
-		return fail(ctx.Err(), todo)
+	if err := d.awaitReady(ctx); err != nil {
+		return fail(err, todo)
 	}
 
 	accepted := make([]*command, len(cmds))
