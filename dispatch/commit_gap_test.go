@@ -24,9 +24,7 @@ func TestCommitGapAfterCommit(t *testing.T) {
 		h := newHarness(t, log, map[string]Device{"valve": gatedDevice(t, log)}, WithCommitGap(gap))
 		var w writeTimes
 		slowFirst(&w, 10*time.Millisecond)
-		w.install(t, h)
-		h.start(t.Context())
-		synctest.Wait()
+		w.start(t, h)
 
 		start := time.Now()
 		go h.d.Submit(t.Context(), newCommand("first", "valve", 2*time.Hour))
@@ -70,9 +68,7 @@ func TestCommitGapOverlapsLinger(t *testing.T) {
 				h := newHarness(t, log, map[string]Device{"valve": gatedDevice(t, log)}, WithCommitLinger(tc.linger), WithCommitGap(tc.gap))
 				var w writeTimes
 				slowFirst(&w, first)
-				w.install(t, h)
-				h.start(t.Context())
-				synctest.Wait()
+				w.start(t, h)
 
 				start := time.Now()
 				go h.d.Submit(t.Context(), newCommand("first", "valve", 2*time.Hour))
@@ -100,9 +96,7 @@ func TestCommitGapSkippedWhenQueueFull(t *testing.T) {
 		h := newHarness(t, log, map[string]Device{"valve": gatedDevice(t, log)}, WithCommitGap(time.Hour), WithMaxQueued(2))
 		var w writeTimes
 		slowFirst(&w, 10*time.Millisecond)
-		w.install(t, h)
-		h.start(t.Context())
-		synctest.Wait()
+		w.start(t, h)
 
 		go h.d.Submit(t.Context(), newCommand("first", "valve", 2*time.Hour))
 		synctest.Wait()

@@ -46,6 +46,13 @@ func (w *writeTimes) install(t *testing.T, h *harness) {
 	}
 }
 
+// start installs w on h, starts h, and waits until its dispatcher is idle.
+func (w *writeTimes) start(t *testing.T, h *harness) {
+	w.install(t, h)
+	h.start(t.Context())
+	synctest.Wait()
+}
+
 func (w *writeTimes) get() ([]time.Time, []map[EntryKind]int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -57,9 +64,7 @@ func TestCommitLingerGathersBurst(t *testing.T) {
 		log := &leaderLog{}
 		h := newHarness(t, log, map[string]Device{"valve": &recordingDevice{log: log, t: t}}, WithCommitLinger(2*time.Millisecond))
 		var w writeTimes
-		w.install(t, h)
-		h.start(t.Context())
-		synctest.Wait()
+		w.start(t, h)
 
 		// Three submitters arrive over 1.5ms, within the linger of the first.
 		start := time.Now()
@@ -97,9 +102,7 @@ func TestCommitLingerLoneCommandWaitsAtMostLinger(t *testing.T) {
 		log := &leaderLog{}
 		h := newHarness(t, log, map[string]Device{"valve": &recordingDevice{log: log, t: t}}, WithCommitLinger(linger))
 		var w writeTimes
-		w.install(t, h)
-		h.start(t.Context())
-		synctest.Wait()
+		w.start(t, h)
 
 		start := time.Now()
 		out, err := h.d.Submit(t.Context(), newCommand("lone", "valve", time.Minute))
@@ -146,9 +149,7 @@ func TestCommitLingerFullBatchDoesNotWait(t *testing.T) {
 				options := append([]Option{WithCommitLinger(time.Hour)}, tc.options...)
 				h := newHarness(t, log, map[string]Device{"valve": gatedDevice(t, log)}, options...)
 				var w writeTimes
-				w.install(t, h)
-				h.start(t.Context())
-				synctest.Wait()
+				w.start(t, h)
 
 				start := time.Now()
 				for i := range tc.submit {
@@ -179,9 +180,7 @@ func TestCommitLingerRestOfFullBatchDoesNotWait(t *testing.T) {
 				<-release
 			}
 		}
-		w.install(t, h)
-		h.start(t.Context())
-		synctest.Wait()
+		w.start(t, h)
 
 		submit := func(id string) {
 			go h.d.Submit(t.Context(), newCommand(id, "valve", 2*time.Hour))
@@ -255,9 +254,7 @@ func TestCommitLingerNoWaitAfterLongTransaction(t *testing.T) {
 				time.Sleep(10 * time.Millisecond) // a slow commit
 			}
 		}
-		w.install(t, h)
-		h.start(t.Context())
-		synctest.Wait()
+		w.start(t, h)
 
 		start := time.Now()
 		var wg sync.WaitGroup

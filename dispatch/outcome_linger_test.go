@@ -42,9 +42,7 @@ func TestOutcomesRideWithTheNextRound(t *testing.T) {
 					WithCommitLinger(DefaultCommitLinger), WithCommitGap(DefaultCommitGap), WithOutcomeLinger(tc.outcomeLinger))
 				var w writeTimes
 				w.hold = func(int) { time.Sleep(commit) }
-				w.install(t, h)
-				h.start(t.Context())
-				synctest.Wait()
+				w.start(t, h)
 
 				for r := range rounds {
 					for i := range burst {

@@ -18,14 +18,9 @@ func TestSubmitBatchOneTransaction(t *testing.T) {
 		dev := &recordingDevice{log: log, t: t}
 		h := newHarness(t, log, map[string]Device{"valve": dev})
 		var w writeTimes
-		w.install(t, h)
-		h.start(t.Context())
-		synctest.Wait()
+		w.start(t, h)
 
-		cmds := make([]Command, n)
-		for i := range cmds {
-			cmds[i] = newCommand(fmt.Sprintf("b%03d", i), "valve", time.Minute)
-		}
+		cmds := batchOf(n)
 		results := h.d.SubmitBatch(t.Context(), cmds)
 		if len(results) != n {
 			t.Fatalf("%d results for %d commands", len(results), n)
@@ -50,6 +45,15 @@ func TestSubmitBatchOneTransaction(t *testing.T) {
 		}
 		h.stop()
 	})
+}
+
+// batchOf returns n new commands for the device "valve", named b000 on.
+func batchOf(n int) []Command {
+	cmds := make([]Command, n)
+	for i := range cmds {
+		cmds[i] = newCommand(fmt.Sprintf("b%03d", i), "valve", time.Minute)
+	}
+	return cmds
 }
 
 // TestSubmitBatchRefusalsStandAlone: each command of a batch gets what Submit
@@ -127,28 +131,40 @@ func TestSubmitBatchRefusalsStandAlone(t *testing.T) {
 }
 
 // TestSubmitBatchAfterHalt: every command of a batch sent to a dispatcher
-// that halted gets ErrHalted, and nothing is recorded.
+// that halted gets ErrHalted, every one sent after StopIntake gets
+// ErrIntakeStopped, and nothing is recorded.
 func TestSubmitBatchAfterHalt(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		log := &leaderLog{}
-		h := newHarness(t, log, map[string]Device{"valve": &recordingDevice{log: log, t: t}})
-		h.start(t.Context())
-		synctest.Wait()
-		h.stop()
-		results := h.d.SubmitBatch(context.Background(), []Command{
-			newCommand("a", "valve", time.Minute), newCommand("b", "valve", time.Minute),
+	for _, tc := range []struct {
+		name string
+		end  func(h *harness)
+		want error
+	}{
+		{"halted", func(h *harness) { h.stop() }, ErrHalted},
+		{"intake stopped", func(h *harness) { h.d.StopIntake() }, ErrIntakeStopped},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				log := &leaderLog{}
+				h := newHarness(t, log, map[string]Device{"valve": &recordingDevice{log: log, t: t}})
+				h.start(t.Context())
+				synctest.Wait()
+				tc.end(h)
+				for i, r := range h.d.SubmitBatch(context.Background(), batchOf(2)) {
+					if !errors.Is(r.Err, tc.want) {
+						t.Errorf("result %d: %+v, %v; want %v", i, r.Outcome, r.Err, tc.want)
+					}
+				}
+				for _, e := range log.entries(t) {
+					if e.Kind == EntryIssued {
+						t.Errorf("the dispatcher recorded %s", e.Issued.Command.ID)
+					}
+				}
+				if tc.want != ErrHalted {
+					h.stop()
+				}
+			})
 		})
-		for i, r := range results {
-			if !errors.Is(r.Err, ErrHalted) {
-				t.Errorf("result %d: %+v, %v; want ErrHalted", i, r.Outcome, r.Err)
-			}
-		}
-		for _, e := range log.entries(t) {
-			if e.Kind == EntryIssued {
-				t.Errorf("a halted dispatcher recorded %s", e.Issued.Command.ID)
-			}
-		}
-	})
+	}
 }
 
 // TestSubmitBatchLargerThanItsBounds: a batch of more commands than the
@@ -161,14 +177,9 @@ func TestSubmitBatchLargerThanItsBounds(t *testing.T) {
 		dev := &recordingDevice{log: log, t: t}
 		h := newHarness(t, log, map[string]Device{"valve": dev}, WithMaxPending(8), WithMaxQueued(4))
 		var w writeTimes
-		w.install(t, h)
-		h.start(t.Context())
-		synctest.Wait()
+		w.start(t, h)
 
-		cmds := make([]Command, n)
-		for i := range cmds {
-			cmds[i] = newCommand(fmt.Sprintf("b%03d", i), "valve", time.Minute)
-		}
+		cmds := batchOf(n)
 		for i, r := range h.d.SubmitBatch(t.Context(), cmds) {
 			if r.Err != nil || r.Outcome.Status != StatusSucceeded {
 				t.Fatalf("result %d: %+v, %v", i, r.Outcome, r.Err)
@@ -238,9 +249,7 @@ func TestSubmitBatchSkipsLinger(t *testing.T) {
 		log := &leaderLog{}
 		h := newHarness(t, log, map[string]Device{"valve": &recordingDevice{log: log, t: t}}, WithCommitLinger(20*time.Millisecond))
 		var w writeTimes
-		w.install(t, h)
-		h.start(t.Context())
-		synctest.Wait()
+		w.start(t, h)
 
 		start := time.Now()
 		cmds := []Command{newCommand("a", "valve", time.Minute), newCommand("b", "valve", time.Minute), newCommand("c", "valve", time.Minute)}
@@ -255,6 +264,25 @@ func TestSubmitBatchSkipsLinger(t *testing.T) {
 		}
 		if got := starts[0].Sub(start); got != 0 {
 			t.Errorf("the batch's transaction started %v after the call, want at once", got)
+		}
+		h.stop()
+	})
+}
+
+// TestSubmitBatchContextEnds: when ctx ends while the device holds the
+// commands, every result carries ctx's error, as Submit's would.
+func TestSubmitBatchContextEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &leaderLog{}
+		h := newHarness(t, log, map[string]Device{"valve": gatedDevice(t, log)})
+		h.start(t.Context())
+		synctest.Wait()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		for i, r := range h.d.SubmitBatch(ctx, batchOf(3)) {
+			if !errors.Is(r.Err, context.DeadlineExceeded) {
+				t.Errorf("result %d: %+v, %v; want the context's deadline", i, r.Outcome, r.Err)
+			}
 		}
 		h.stop()
 	})
