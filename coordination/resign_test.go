@@ -183,30 +183,28 @@ func TestResignOneTransaction(t *testing.T) {
 					t.Fatalf("Resign appended %d records outside the transaction", got-appends)
 				}
 
-				// Every read of the partition that shows the lease cleared
-				// ranks the first standby 0 and lets it challenge now. A read
-				// of committed records ends at a transaction's boundary.
-				for n := before + 1; n <= len(records); n++ {
-					if n < len(records) && records[n].txn != 0 && records[n].txn == records[n-1].txn {
-						continue // inside a transaction
-					}
-					prefix := make([]StateRecord, n)
-					for i, r := range records[:n] {
-						prefix[i] = r.StateRecord
-					}
-					state, err := BuildRoleState(role, prefix)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if state.Lease != nil {
-						t.Fatalf("a read of %d records shows the lease %+v after Resign", n, state.Lease)
-					}
-					if rank, ok := state.RankOf(first); !ok || rank != 0 {
-						t.Fatalf("a read of %d records ranks the first standby %d (registered %t), want 0", n, rank, ok)
-					}
-					if d := Evaluate(state, first, clock.NowMillis(), l.config); d.Action != ActionChallenge {
-						t.Fatalf("a read of %d records: the first standby gets %v, want a challenge", n, d.Action)
-					}
+				// The read that ends at Resign's commit shows the lease cleared,
+				// ranks the first standby 0 and lets it challenge now. A read of
+				// committed records ends at a transaction's boundary, so no read
+				// ends between the two tombstones. The standbys run while Resign
+				// commits, so records after the two may already be a standby's
+				// challenge: only the prefix up to Resign's commit is checked.
+				prefix := make([]StateRecord, before+2)
+				for i, r := range records[:before+2] {
+					prefix[i] = r.StateRecord
+				}
+				state, err := BuildRoleState(role, prefix)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if state.Lease != nil {
+					t.Fatalf("the read that ends at Resign's commit shows the lease %+v", state.Lease)
+				}
+				if rank, ok := state.RankOf(first); !ok || rank != 0 {
+					t.Fatalf("the read that ends at Resign's commit ranks the first standby %d (registered %t), want 0", rank, ok)
+				}
+				if d := Evaluate(state, first, clock.NowMillis(), l.config); d.Action != ActionChallenge {
+					t.Fatalf("the read that ends at Resign's commit: the first standby gets %v, want a challenge", d.Action)
 				}
 
 				// The standby long-polls, so it wins on the commit, with no
