@@ -19,14 +19,23 @@ type roleCheckpoints struct {
 	from  int64
 
 	// seededIDs are the compact IDs of the checkpoint that the log begins
-	// with, by hash, with their First offset.
-	seededIDs map[uint64]int64
+	// with, by hash, with their First offset. When that checkpoint is a
+	// delta, whose base lies before the log, the IDs that begin before
+	// seededBefore are not checked either.
+	seededIDs    map[uint64]int64
+	seededBefore int64
+
+	// base is the role's newest full checkpoint, which a delta builds on:
+	// where its parts are, and its IDs.
+	base    CheckpointBase
+	baseIDs []CheckpointID
+	hasBase bool
 }
 
 func (v *verifier) role(role string) *roleCheckpoints {
 	r, ok := v.roles[role]
 	if !ok {
-		r = &roleCheckpoints{}
+		r = &roleCheckpoints{seededBefore: -1}
 		v.roles[role] = r
 	}
 	return r
@@ -56,11 +65,53 @@ func (v *verifier) checkCheckpointPart(e *Entry) {
 		v.report(e, "", ViolationCheckpointMalformed, "the checkpoint that began at offset %d: %v", r.from, err)
 		return
 	}
+	from := r.from
+	if cp.Base == nil {
+		defer func() {
+			r.base = CheckpointBase{Token: e.Token, Sequence: p.Sequence, First: from, Last: e.Offset}
+			r.baseIDs, r.hasBase = cp.IDs, true
+		}()
+	}
 	if !r.records {
 		v.seed(e, cp)
 		return
 	}
+	if cp.Base != nil {
+		if !r.hasBase || *cp.Base != r.base {
+			if r.seededBefore >= 0 && cp.Base.Last <= r.seededBefore {
+				// The base lies before the log, as the delta the log
+				// began with: the IDs it holds cannot be checked.
+				v.compare(e, cp)
+				return
+			}
+			v.report(e, "", ViolationCheckpointMalformed, "the delta checkpoint that began at offset %d builds on checkpoint %d at offsets %d to %d under token %s, not on the role's newest full checkpoint before it",
+				from, cp.Base.Sequence, cp.Base.First, cp.Base.Last, cp.Base.Token)
+			return
+		}
+		cp.IDs = overlayIDs(r.baseIDs, cp.IDs)
+	}
 	v.compare(e, cp)
+}
+
+// overlayIDs returns base with the IDs of delta in place of any of the
+// same hash, both in hash order.
+func overlayIDs(base, delta []CheckpointID) []CheckpointID {
+	out := make([]CheckpointID, 0, len(base)+len(delta))
+	i, j := 0, 0
+	for i < len(base) || j < len(delta) {
+		switch {
+		case j == len(delta) || (i < len(base) && base[i].Hash < delta[j].Hash):
+			out = append(out, base[i])
+			i++
+		default:
+			if i < len(base) && base[i].Hash == delta[j].Hash {
+				i++
+			}
+			out = append(out, delta[j])
+			j++
+		}
+	}
+	return out
 }
 
 // seed starts the role's checks from cp, the checkpoint the log begins
@@ -68,6 +119,10 @@ func (v *verifier) checkCheckpointPart(e *Entry) {
 func (v *verifier) seed(e *Entry, cp Checkpoint) {
 	r := v.role(e.Role)
 	r.records = true
+	r.seededBefore = -1
+	if cp.Base != nil {
+		r.seededBefore = cp.Base.Last
+	}
 	r.seededIDs = make(map[uint64]int64, len(cp.IDs))
 	for _, id := range cp.IDs {
 		r.seededIDs[id.Hash] = id.First
@@ -150,6 +205,9 @@ func (v *verifier) compare(e *Entry, cp Checkpoint) {
 	for _, id := range cp.IDs {
 		if first, ok := seeded[id.Hash]; ok && first == id.First {
 			continue // held by the checkpoint the log begins with
+		}
+		if id.First <= v.role(role).seededBefore {
+			continue // held by the base of the delta the log begins with
 		}
 		k, ok := v.firsts[id.First]
 		if !ok || k.role != role {

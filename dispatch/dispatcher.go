@@ -119,6 +119,14 @@ type Dispatcher struct {
 	cpSince   int   // records of the role committed since the last checkpoint
 	cpAt      int64 // offset of the last checkpoint's last part, or the log start
 	cpDue     bool  // a checkpoint is due whatever cpSince says
+
+	// cpBase is the full checkpoint of this leadership that a delta builds
+	// on, once one committed; cpFullSince counts the records of the role
+	// since its snapshot, and cpAdded holds the IDs added to the window
+	// since then (and since the snapshot of a full checkpoint on its way).
+	cpBase      *CheckpointBase
+	cpFullSince int
+	cpAdded     []compactID
 }
 
 // NewDispatcher checks its arguments and options and returns a Dispatcher

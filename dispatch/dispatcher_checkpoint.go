@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
@@ -14,10 +15,12 @@ import (
 // find the checkpoint.
 const checkpointProbe = 5 * time.Second
 
-// checkpointDivisor sets how often a large dedup window is checkpointed: a
-// checkpoint is due after the larger of the checkpoint interval and one
+// checkpointDivisor sets how often a large dedup window is written whole: a
+// full checkpoint is due after the larger of the checkpoint interval and one
 // record for each checkpointDivisor compact IDs, so that the bytes written
 // for checkpoints stay a bounded share of the log however large the window.
+// In between, a delta checkpoint every interval holds the IDs added since
+// the last full one, so that a recovery reads a bounded tail of records.
 const checkpointDivisor = 16
 
 // probeLoop marks a checkpoint due when the log partition moved a checkpoint
@@ -61,7 +64,17 @@ func (d *Dispatcher) checkpointDueLocked() bool {
 	if d.ranger == nil || d.halted {
 		return false
 	}
-	return d.cpDue || d.cpSince >= max(d.cfg.checkpointInterval, d.ids.len()/checkpointDivisor)
+	return d.cpDue || d.cpSince >= d.cfg.checkpointInterval
+}
+
+// fullCheckpointDueLocked reports whether the next checkpoint writes the
+// window whole: with no full checkpoint of this leadership to build a delta
+// on, when the window is small enough to be written whole every interval
+// (a sixteenth of its IDs at most an interval), or when the full one is as
+// old as checkpointDivisor says. The caller holds d.mu.
+func (d *Dispatcher) fullCheckpointDueLocked() bool {
+	every := d.ids.len() / checkpointDivisor
+	return d.cpBase == nil || every <= d.cfg.checkpointInterval || d.cpFullSince >= every
 }
 
 // checkpointItems returns the parts of a checkpoint when one is due, for
@@ -79,20 +92,33 @@ func (d *Dispatcher) checkpointItems() []*item {
 	}
 	d.sweepLocked(now, true)
 	cp := d.snapshotLocked()
-	ids := d.ids.share()
 	d.cpSeq++
 	seq := d.cpSeq
+	full := d.fullCheckpointDueLocked()
+	var ids idBlocks
+	var covered int // the IDs of cpAdded that a full checkpoint holds
+	if full {
+		ids = d.ids.share()
+		covered = len(d.cpAdded)
+		d.cpFullSince = 0
+	} else {
+		base := *d.cpBase
+		cp.Base = &base
+		ids = blocksOf(d.deltaIDsLocked())
+	}
 	// Whatever happens to this one, the next is due only after another
 	// interval: a checkpoint that cannot be written must not stall intake.
 	d.cpDue, d.cpSince = false, 0
 	d.mu.Unlock()
 
-	// The window's own slice is encoded as it is, in hash order, with no
-	// copy of it and no sort.
+	// The window's own blocks are encoded as they are, in hash order, with
+	// no copy of them and no sort.
 	parts, err := encodeWindowCheckpoint(d.role, seq, cp, ids)
-	d.mu.Lock()
-	d.ids.release()
-	d.mu.Unlock()
+	if full {
+		d.mu.Lock()
+		d.ids.release()
+		d.mu.Unlock()
+	}
 	if err != nil {
 		d.cfg.logger.Error("dispatch: cannot encode a checkpoint; recovery reads further back until one is written", "err", err)
 		return nil
@@ -109,10 +135,29 @@ func (d *Dispatcher) checkpointItems() []*item {
 		it.checkpoint = true
 		items = append(items, it)
 	}
-	items[len(items)-1].committed = func(_ coordination.FencingToken, offset int64) {
+	first := int64(-1)
+	items[0].committed = func(_ coordination.FencingToken, offset int64) { first = offset }
+	last := items[len(items)-1]
+	last.committed = func(token coordination.FencingToken, offset int64) {
+		if len(items) == 1 {
+			first = offset
+		}
 		if offset >= 0 {
 			d.cpAt = offset
 		}
+		if !full {
+			return
+		}
+		if first < 0 || offset < 0 {
+			// A delta must build on the newest full checkpoint, and
+			// cannot name this one: the next checkpoint is full again.
+			d.cpBase = nil
+			return
+		}
+		// Deltas build on this one from now on, and hold only the IDs
+		// added since its snapshot.
+		d.cpBase = &CheckpointBase{Token: token, Sequence: seq, First: first, Last: offset}
+		d.cpAdded = slices.Clone(d.cpAdded[covered:])
 	}
 	return items
 }

@@ -48,6 +48,7 @@ func (d *Dispatcher) compactCommand(c *command, now time.Time) bool {
 	if timeProblem(id.SubmittedAt, true) != "" || !d.ids.add(id) {
 		return false
 	}
+	d.cpAdded = append(d.cpAdded, toCompact(id))
 	if d.commands[c.cmd.ID] == c {
 		delete(d.commands, c.cmd.ID)
 	}

@@ -354,6 +354,11 @@
 //	...      outcome       only when status is not 0: int32 attempt, string
 //	                       reason, string detail, bytes data, as in an
 //	                       outcome record (its status is the status above)
+//	...    base            version 2 only: the full checkpoint this delta
+//	                       builds on ([CheckpointBase]): int64 producer id,
+//	                       int16 producer epoch (its token), int64 sequence,
+//	                       int64 first and int64 last (the offsets of its
+//	                       first and last part, first <= last)
 //	int32  ids             then for each compact ID, in ascending hash:
 //	uint64   hash          IDHash of the command ID (FNV-1a, 64 bits);
 //	                       above the previous ID's
@@ -368,7 +373,12 @@
 // ID). Version 1 keeps them in the order the leader holds them, so that it
 // writes them without sorting a copy of its window, and a recovery loads
 // them as they come; a recovery still reads a checkpoint of version 0, and
-// sorts its IDs.
+// sorts its IDs. Version 2 is a delta checkpoint: version 1 with the base
+// after the commands, and only the compact IDs added to the window since
+// the base was taken; the window it describes is the base's IDs with these
+// in place of any of the same hash. A full checkpoint is written as version
+// 1, so a dispatcher of the version before reads it; only a delta needs a
+// reader of version 2.
 //
 // A varint is Go's encoding/binary varint, in its shortest form.
 //
@@ -439,14 +449,24 @@
 //
 // The leader writes a checkpoint right after a recovery that read records
 // after the newest one; after [WithCheckpointInterval] records of its own
-// ([DefaultCheckpointInterval]), or one for every 16 compact IDs it holds
-// when that is more, so that the bytes of checkpoints stay a fixed share of
-// the log however large the window (a window of a million IDs, 16 to 19 MB
-// of checkpoint, is written about every 62,500 records); and, every few
-// seconds, when it finds the partition's high watermark an interval past
-// its last checkpoint, even when it wrote nothing itself: roles share
-// partitions, and a busy neighbour moves the partition while this role is
-// idle.
+// ([DefaultCheckpointInterval]); and, every few seconds, when it finds the
+// partition's high watermark an interval past its last checkpoint, even
+// when it wrote nothing itself: roles share partitions, and a busy
+// neighbour moves the partition while this role is idle. Most of a large
+// window does not change from one checkpoint to the next, so the window is
+// written whole only every interval, or every 16 records for each compact
+// ID when that is more (a window of a million IDs, 16 to 19 MB of
+// checkpoint, is written about every 62,500 records): the bytes of full
+// checkpoints stay a fixed share of the log however large the window. When
+// that is more than an interval, the checkpoints in between are deltas
+// ([CheckpointBase]): the commands and
+// the intake position whole, and only the compact IDs added since the
+// newest full checkpoint, which the delta names by its offsets. A leader
+// writes its first checkpoint whole, and deltas only on a full checkpoint
+// of its own, so a delta's base is never more than a full interval behind
+// it, and a recovery reads the delta, its base at the offsets the delta
+// names, and the records after the delta: a bounded tail, not the records
+// back to the last full checkpoint.
 //
 // Recovery finds the newest checkpoint by reading backwards from the high
 // watermark taken when it began: one checkpoint interval of offsets, then
@@ -458,7 +478,8 @@
 // the first read or two find it whatever else the partition holds, and the
 // records recovery reads are bounded by the interval and the records after
 // the checkpoint, not by the history ([RecoveryStats]). A partition without
-// a checkpoint of the role is read to its start, as without checkpoints.
+// a checkpoint of the role is read to its start, as without checkpoints; so
+// is one whose newest checkpoint is a delta whose base retention deleted.
 //
 // [Client.Status] and [Client.Wait] without a hint search the same way for
 // the role's newest checkpoint, from a smaller first step, and read a
@@ -495,8 +516,10 @@
 //     request never taken in) and no overlap (a request taken in twice);
 //   - every checkpoint assembles and says what the records before it say:
 //     the state of each command it holds whole, the offsets of each compact
-//     ID, the intake position, and no command missing that it must hold. A
-//     log that begins at a checkpoint is checked from it.
+//     ID, the intake position, and no command missing that it must hold; a
+//     delta builds on the role's newest full checkpoint before it, and is
+//     checked with that one's compact IDs. A log that begins at a
+//     checkpoint is checked from it.
 //
 // A [Client] submits commands through the requests topic and reads their
 // status and outcomes from the log; it needs no leader.

@@ -27,10 +27,14 @@ const (
 // of them by hash and a writer a copy of its window by offset; version 1
 // holds them in the order of their hash, as the dedup window does, so the
 // leader writes them straight from its window and a recovery decodes them
-// straight into it. Encoding writes version 1; decoding reads both.
+// straight into it. Version 2 is a delta: version 1 with a reference to the
+// full checkpoint it builds on, and only the compact IDs added since that
+// one. Encoding writes a full checkpoint as version 1 and a delta as
+// version 2; decoding reads all three.
 const (
-	checkpointVersion0 = 0
-	checkpointVersion  = 1
+	checkpointVersion0     = 0
+	checkpointVersion      = 1
+	checkpointVersionDelta = 2
 )
 
 // CheckpointPart is the body of an EntryCheckpoint record: one slice of the
@@ -84,8 +88,39 @@ type Checkpoint struct {
 	Commands []CheckpointCommand
 
 	// IDs are the settled commands inside the dedup window, as compact IDs,
-	// in the order of their Hash; no two hold the same hash.
+	// in the order of their Hash; no two hold the same hash. A delta (Base
+	// set) holds only those added since its base: the window is the base's
+	// IDs with these in place of any of the same hash.
 	IDs []CheckpointID
+
+	// Base is the full checkpoint that a delta builds on, or nil for a full
+	// checkpoint. Commands and the intake position are always whole.
+	Base *CheckpointBase
+}
+
+// CheckpointBase names the full checkpoint that a delta checkpoint builds on
+// by where its parts are: a reader reads the offsets from First to Last of
+// the partition and takes the parts of Sequence under Token. A leader writes
+// a delta only on a base that it wrote itself, in the same partition.
+type CheckpointBase struct {
+	Token    coordination.FencingToken
+	Sequence int64
+
+	// First and Last are the offsets of the base's first and last part.
+	First, Last int64
+}
+
+func checkCheckpointBase(b CheckpointBase) error {
+	if _, err := coordination.NewFencingToken(b.Token.ProducerID(), b.Token.ProducerEpoch()); err != nil {
+		return fmt.Errorf("base token: %w", err)
+	}
+	switch {
+	case b.Sequence < 0:
+		return fmt.Errorf("base sequence %d is negative", b.Sequence)
+	case b.First < 0 || b.Last < b.First:
+		return fmt.Errorf("base offsets %d to %d are out of order or range", b.First, b.Last)
+	}
+	return nil
 }
 
 // CheckpointCommand is one command held whole in a checkpoint.
@@ -271,14 +306,26 @@ func assembleCheckpoint(role string, parts []CheckpointPart) (Checkpoint, idBloc
 }
 
 // encodeCheckpointState writes cp, checked, with ids, checked, in place of
-// its IDs, in the layout of checkpointVersion, and returns it split into
+// its IDs, in the layout of checkpointVersion, or of checkpointVersionDelta
+// when cp has a base, and returns it split into
 // the data of its parts, each in a buffer of its own and of its size: a
 // writer that makes a record of each part lets go of the part once copied,
 // and never holds the whole state twice.
 func encodeCheckpointState(cp Checkpoint, ids idBlocks) [][]byte {
 	var head wireWriter
-	head.int16(checkpointVersion)
-	encodeCheckpointHead(&head, cp)
+	if cp.Base == nil {
+		head.int16(checkpointVersion)
+		encodeCheckpointHead(&head, cp)
+	} else {
+		head.int16(checkpointVersionDelta)
+		encodeCheckpointHead(&head, cp)
+		b := cp.Base
+		head.int64(b.Token.ProducerID())
+		head.int16(b.Token.ProducerEpoch())
+		head.int64(b.Sequence)
+		head.int64(b.First)
+		head.int64(b.Last)
+	}
 	head.int32(int32(ids.count()))
 	size, prevAt := len(head.buf), int64(0)
 	for _, blk := range ids {
@@ -376,6 +423,11 @@ func checkCheckpointHead(role string, cp Checkpoint) error {
 	} else if err := checkIntake(IntakePosition{Topic: cp.IntakeTopic, Partition: cp.IntakePartition, NextOffset: cp.IntakeNext}); err != nil {
 		return err
 	}
+	if cp.Base != nil {
+		if err := checkCheckpointBase(*cp.Base); err != nil {
+			return err
+		}
+	}
 	if len(cp.Commands) > math.MaxInt32 || len(cp.IDs) > math.MaxInt32 {
 		return fmt.Errorf("too many commands")
 	}
@@ -443,7 +495,7 @@ func outcomeEmpty(o Outcome) bool {
 func decodeCheckpointState(role string, r wireReader) (Checkpoint, idBlocks, error) {
 	var cp Checkpoint
 	version := r.int16("version")
-	if r.err == nil && version != checkpointVersion && version != checkpointVersion0 {
+	if r.err == nil && version != checkpointVersion && version != checkpointVersion0 && version != checkpointVersionDelta {
 		r.fail("unknown version %d", version)
 	}
 	window := r.int64("window")
@@ -495,6 +547,20 @@ func decodeCheckpointState(role string, r wireReader) (Checkpoint, idBlocks, err
 			c.Outcome.Result.Data = r.bytes("result data", MaxResultDataLen)
 		}
 		cp.Commands = append(cp.Commands, c)
+	}
+	if version == checkpointVersionDelta {
+		var b CheckpointBase
+		pid, epoch := r.int64("base producer id"), r.int16("base producer epoch")
+		if r.err == nil {
+			t, err := coordination.NewFencingToken(pid, epoch)
+			if err != nil {
+				r.fail("base token: %w", err)
+			}
+			b.Token = t
+		}
+		b.Sequence = r.int64("base sequence")
+		b.First, b.Last = r.int64("base first offset"), r.int64("base last offset")
+		cp.Base = &b
 	}
 	if r.err != nil {
 		return Checkpoint{}, nil, r.err

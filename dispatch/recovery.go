@@ -50,7 +50,7 @@ func (d *Dispatcher) recover(ctx context.Context) error {
 			return fmt.Errorf("dispatch: recover the log of role %s: %w", d.role, err)
 		}
 		state = foldLog(d.role, d.requestTP, entries)
-		stats = RecoveryStats{RecordsRead: len(entries), CheckpointOffset: -1, TailRecords: len(entries)}
+		stats = RecoveryStats{RecordsRead: len(entries), CheckpointOffset: -1, BaseOffset: -1, TailRecords: len(entries)}
 	}
 
 	d.mu.Lock()
@@ -102,7 +102,7 @@ func (d *Dispatcher) recover(ctx context.Context) error {
 	}
 	d.cfg.logger.Info("dispatch: recovered the role's log", "partition", d.logTP,
 		"took", time.Since(began).Round(time.Millisecond), "records_read", stats.RecordsRead,
-		"checkpoint_offset", stats.CheckpointOffset, "tail_records", stats.TailRecords, "end", stats.End,
+		"checkpoint_offset", stats.CheckpointOffset, "base_offset", stats.BaseOffset, "tail_records", stats.TailRecords, "end", stats.End,
 		"compact_ids", d.ids.len(), "taken_over", pending, "intake_next", state.intake)
 	return nil
 }
@@ -118,6 +118,10 @@ type RecoveryStats struct {
 	// CheckpointOffset is the offset of the last part of the checkpoint
 	// that recovery started from, or -1 when it found none.
 	CheckpointOffset int64
+
+	// BaseOffset is the offset of the last part of the full checkpoint
+	// that the checkpoint builds on when it is a delta, else -1.
+	BaseOffset int64
 
 	// TailRecords counts the records of the role after that checkpoint
 	// (every record of the role when it found none).

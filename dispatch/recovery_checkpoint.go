@@ -31,7 +31,7 @@ const maxSearchStep = 1 << 16
 // partition holds. A partition with no checkpoint of the role is read to its
 // start, as without checkpoints.
 func (d *Dispatcher) recoverFromCheckpoint(ctx context.Context) (recovered, RecoveryStats, error) {
-	stats := RecoveryStats{CheckpointOffset: -1}
+	stats := RecoveryStats{CheckpointOffset: -1, BaseOffset: -1}
 	var start, end int64
 	err := d.retryRead(ctx, func() error {
 		var err error
@@ -51,7 +51,7 @@ func (d *Dispatcher) recoverFromCheckpoint(ctx context.Context) (recovered, Reco
 // recoverFromCheckpoint describes, with read reading the log.
 func recoverState(ctx context.Context, role string, requests coordination.TopicPartition, start, end, step int64,
 	read rangeReader) (recovered, RecoveryStats, error) {
-	stats := RecoveryStats{CheckpointOffset: -1}
+	stats := RecoveryStats{CheckpointOffset: -1, BaseOffset: -1}
 	s, err := searchCheckpoint(ctx, role, start, end, step, read)
 	stats.RecordsRead = s.read
 	if err != nil {
@@ -67,7 +67,7 @@ func recoverState(ctx context.Context, role string, requests coordination.TopicP
 		stats.TailRecords++
 		f.apply(&s.entries[i])
 	}
-	stats.CheckpointOffset = s.at
+	stats.CheckpointOffset, stats.BaseOffset = s.at, s.base
 	return f.finish(), stats, nil
 }
 
@@ -75,10 +75,13 @@ func recoverState(ctx context.Context, role string, requests coordination.TopicP
 // role found.
 type checkpointSearch struct {
 	// cp is the checkpoint, with its compact IDs apart in ids, in hash
-	// order, and at the offset of its last part, when found.
+	// order, and at the offset of its last part, when found. For a delta,
+	// ids is the whole window, its base's IDs included, and base is the
+	// offset of the base's last part; it is -1 for a full checkpoint.
 	cp    Checkpoint
 	ids   idBlocks
 	at    int64
+	base  int64
 	found bool
 
 	// entries are the role's records read, in offset order: those after
@@ -94,9 +97,11 @@ type checkpointSearch struct {
 // offsets from start up to end by reading backwards from end, step offsets
 // at a time and doubling the step up to maxSearchStep, and keeps only the
 // role's records on the way. Without a checkpoint it reads down to start.
-// It returns what it read so far with an error.
+// A delta checkpoint has its base read from the offsets it names, and its
+// IDs laid over the base's; a delta whose base retention took counts as no
+// checkpoint. It returns what it read so far with an error.
 func searchCheckpoint(ctx context.Context, role string, start, end, step int64, read rangeReader) (checkpointSearch, error) {
-	s := checkpointSearch{at: -1}
+	s := checkpointSearch{at: -1, base: -1}
 	step = max(step, 1)
 	for hi := end; hi > start; {
 		lo := max(start, hi-step)
@@ -113,21 +118,55 @@ func searchCheckpoint(ctx context.Context, role string, start, end, step int64, 
 		}
 		s.entries = append(mine, s.entries...)
 		if parts, at, found := newestCheckpoint(role, s.entries); found {
-			// Only the records after the checkpoint count from here: the
-			// ones before it, and what they hold, are let go before the
-			// checkpoint is decoded.
-			i, _ := slices.BinarySearchFunc(s.entries, at+1, func(e Entry, o int64) int { return cmp.Compare(e.Offset, o) })
-			s.entries = slices.Clone(s.entries[i:])
 			cp, ids, err := assembleCheckpoint(role, parts)
 			if err != nil {
 				return s, fmt.Errorf("dispatch: checkpoint ending at offset %d: %w", at, err)
 			}
+			if cp.Base != nil {
+				base, n, err := readBase(ctx, role, *cp.Base, start, read)
+				s.read += n
+				switch {
+				case errors.Is(err, errBaseGone):
+					// Retention took the base: the records from the log
+					// start are all there is, as without checkpoints.
+					return readDown(ctx, role, start, lo, read, s)
+				case err != nil:
+					return s, fmt.Errorf("dispatch: checkpoint ending at offset %d: %w", at, err)
+				}
+				ids = overlay(base, ids)
+				s.base = cp.Base.Last
+			}
+			// Only the records after the checkpoint count from here: the
+			// ones before it, and what they hold, are let go.
+			i, _ := slices.BinarySearchFunc(s.entries, at+1, func(e Entry, o int64) int { return cmp.Compare(e.Offset, o) })
+			s.entries = slices.Clone(s.entries[i:])
 			s.cp, s.ids, s.at, s.found = cp, ids, at, true
 			return s, nil
 		}
 		hi = lo
 		step = min(2*step, maxSearchStep)
 	}
+	return s, nil
+}
+
+// readDown reads the role's records from start up to lo, below those s
+// holds, and returns s with them and without a checkpoint.
+func readDown(ctx context.Context, role string, start, lo int64, read rangeReader, s checkpointSearch) (checkpointSearch, error) {
+	if lo <= start {
+		return s, nil
+	}
+	entries, n, err := read(ctx, start, lo)
+	s.read += n
+	if err != nil {
+		return s, err
+	}
+	mine := make([]Entry, 0, len(entries)+len(s.entries))
+	for _, e := range entries {
+		if e.Role == role {
+			mine = append(mine, e)
+		}
+	}
+	s.entries = append(mine, s.entries...)
 	return s, nil
 }
 

@@ -1,0 +1,113 @@
+package dispatch
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// errBaseGone reports a delta checkpoint whose base lies before the log
+// start: retention deleted it.
+var errBaseGone = errors.New("the full checkpoint that the delta builds on lies before the log start")
+
+// readBase reads the compact IDs of base, the full checkpoint of role that
+// a delta builds on, from the offsets its parts take in the partition,
+// which starts at logStart. It returns how many records of any role it
+// read, and errBaseGone when retention deleted the base.
+func readBase(ctx context.Context, role string, base CheckpointBase, logStart int64, read rangeReader) (idBlocks, int, error) {
+	if base.First < logStart {
+		return nil, 0, errBaseGone
+	}
+	entries, n, err := read(ctx, base.First, base.Last+1)
+	if err != nil {
+		return nil, n, err
+	}
+	var parts []CheckpointPart
+	for i := range entries {
+		e := &entries[i]
+		if e.Role == role && e.Kind == EntryCheckpoint && e.Checkpoint != nil && e.Token == base.Token && e.Checkpoint.Sequence == base.Sequence {
+			parts = append(parts, *e.Checkpoint)
+		}
+	}
+	if len(parts) == 0 {
+		if first := firstOffset(entries); first < 0 || first > base.First {
+			// The read began above the base's first offset: the log
+			// start moved past it while the read went on.
+			return nil, n, errBaseGone
+		}
+		return nil, n, newFormatError("checkpoint", fmt.Errorf("offsets %d to %d hold no part of the base checkpoint %d under token %s",
+			base.First, base.Last, base.Sequence, base.Token))
+	}
+	clear(entries)
+	cp, ids, err := assembleCheckpoint(role, parts)
+	if err != nil {
+		return nil, n, fmt.Errorf("the base checkpoint at offsets %d to %d: %w", base.First, base.Last, err)
+	}
+	if cp.Base != nil {
+		return nil, n, newFormatError("checkpoint", fmt.Errorf("the base checkpoint at offsets %d to %d is a delta itself", base.First, base.Last))
+	}
+	return ids, n, nil
+}
+
+func firstOffset(entries []Entry) int64 {
+	if len(entries) == 0 {
+		return -1
+	}
+	return entries[0].Offset
+}
+
+// overlay returns the dedup window that a delta describes: the IDs of base
+// with those of delta in place of any of the same hash, both in hash order.
+// The blocks of base that delta adds nothing to are kept as they are, and
+// each one it adds to is let go once replaced.
+func overlay(base, delta idBlocks) idBlocks {
+	add := make([]compactID, 0, delta.count())
+	for _, blk := range delta {
+		add = append(add, blk...)
+	}
+	if len(base) == 0 {
+		return blocksOf(add)
+	}
+	byHash := func(id compactID, h uint64) int { return cmp.Compare(id.hash, h) }
+	out := make(idBlocks, 0, len(base)+len(add)/windowBlock+1)
+	for b, blk := range base {
+		// The additions below the next block's first hash go in this one;
+		// those below the first block's go in the first.
+		k := len(add)
+		if b+1 < len(base) {
+			k, _ = slices.BinarySearchFunc(add, base[b+1][0].hash, byHash)
+		}
+		if k == 0 {
+			out = append(out, blk)
+			continue
+		}
+		kept := make([]compactID, 0, len(blk))
+		for _, id := range blk {
+			if _, replaced := slices.BinarySearchFunc(add[:k], id.hash, byHash); !replaced {
+				kept = append(kept, id)
+			}
+		}
+		out = append(out, mergeBlock(kept, add[:k])...)
+		add = add[k:]
+		base[b] = nil
+	}
+	return out
+}
+
+// deltaIDsLocked returns the compact IDs that a delta on the dispatcher's
+// base holds: those added to the window since the base's snapshot and
+// still in it, in hash order. The caller holds d.mu.
+func (d *Dispatcher) deltaIDsLocked() []compactID {
+	out := make([]compactID, 0, len(d.cpAdded))
+	for _, id := range d.cpAdded {
+		if cur, ok := d.ids.find(id.hash); ok && cur.First == id.first {
+			out = append(out, id)
+		}
+	}
+	sortByHash(out)
+	// An ID added twice since the base (evicted and added again) is the
+	// window's one both times.
+	return slices.CompactFunc(out, func(a, b compactID) bool { return a.hash == b.hash })
+}

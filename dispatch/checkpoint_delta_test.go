@@ -1,0 +1,398 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+)
+
+// goldenDelta is the delta checkpoint whose encoding testdata/ holds: the
+// golden checkpoint on a base.
+func goldenDelta(t testing.TB) Checkpoint {
+	cp := goldenCheckpoint(t)
+	cp.Base = &CheckpointBase{Token: mustToken(t, 4001, 7), Sequence: 2, First: 60, Last: 62}
+	return cp
+}
+
+// TestDeltaCheckpointGolden checks the layout of version 2 against its
+// golden vector, and that it decodes back, split at any byte.
+func TestDeltaCheckpointGolden(t *testing.T) {
+	want := goldenDelta(t)
+	parts, err := EncodeCheckpoint("plant-a", 3, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(parts) != 1 {
+		t.Fatalf("the golden delta takes %d parts, want 1", len(parts))
+	}
+	golden(t, "checkpoint-state-v2", parts[0].Data)
+	data := readGolden(t, "testdata/checkpoint-state-v2.hex")
+	for i := 0; i <= len(data); i++ {
+		got, err := AssembleCheckpoint("plant-a", []CheckpointPart{{Sequence: 3, Parts: 2, Data: data[:i]}, {Sequence: 3, Part: 1, Parts: 2, Data: data[i:]}})
+		if err != nil {
+			t.Fatalf("split at %d: %v", i, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("split at %d: the golden delta decodes as\n%+v\nwant\n%+v", i, got, want)
+		}
+		if i < len(data) {
+			if _, err := AssembleCheckpoint("plant-a", []CheckpointPart{{Sequence: 3, Parts: 1, Data: data[:i]}}); err == nil {
+				t.Fatalf("the first %d of %d bytes decode", i, len(data))
+			}
+		}
+	}
+	// A full checkpoint is still written as version 1.
+	full, err := EncodeCheckpoint("plant-a", 3, goldenCheckpoint(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := int(full[0].Data[0])<<8 | int(full[0].Data[1]); v != checkpointVersion {
+		t.Fatalf("a full checkpoint is written as version %d", v)
+	}
+}
+
+// TestDeltaCheckpointBaseChecked checks that a base out of range neither
+// encodes nor decodes.
+func TestDeltaCheckpointBaseChecked(t *testing.T) {
+	for name, base := range map[string]CheckpointBase{
+		"negative sequence": {Token: mustToken(t, 1, 0), Sequence: -1, First: 1, Last: 1},
+		"offsets reversed":  {Token: mustToken(t, 1, 0), First: 5, Last: 4},
+		"negative first":    {Token: mustToken(t, 1, 0), First: -1, Last: 4},
+		"no token":          {Token: coordination.NoEpoch, First: 1, Last: 1},
+	} {
+		cp := goldenCheckpoint(t)
+		cp.Base = &base
+		if _, err := EncodeCheckpoint("plant-a", 1, cp); err == nil {
+			t.Errorf("%s: a delta on %+v encodes", name, base)
+		}
+		good := goldenDelta(t)
+		parts, err := EncodeCheckpoint("plant-a", 1, good)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The base's fields follow the head: rewrite them in place.
+		data := parts[0].Data
+		i := len(data) - (8 + 2 + 8 + 8 + 8) - baseTailLen(t, good)
+		var w wireWriter
+		w.int64(base.Token.ProducerID())
+		w.int16(base.Token.ProducerEpoch())
+		w.int64(base.Sequence)
+		w.int64(base.First)
+		w.int64(base.Last)
+		copy(data[i:], w.buf)
+		if _, err := AssembleCheckpoint("plant-a", parts); err == nil {
+			t.Errorf("%s: a delta on %+v decodes", name, base)
+		}
+	}
+}
+
+// baseTailLen is the length of what follows the base in cp's encoding: its
+// compact IDs.
+func baseTailLen(t testing.TB, cp Checkpoint) int {
+	t.Helper()
+	noIDs := cp
+	noIDs.IDs = nil
+	a, err := EncodeCheckpoint("plant-a", 1, noIDs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := EncodeCheckpoint("plant-a", 1, cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(b[0].Data) - len(a[0].Data) + 4
+}
+
+// TestOverlay checks the window a delta describes: the base's IDs with the
+// delta's in place of those of the same hash, in hash order, and the
+// base's blocks that the delta does not touch kept as they are.
+func TestOverlay(t *testing.T) {
+	var base []compactID
+	for i := range 3 * windowBlock {
+		base = append(base, compactID{hash: uint64(i) * 10, first: int64(i), outcome: int64(i), submitted: 1})
+	}
+	blocks := blocksOf(base)
+	untouched := &blocks[1][0]
+	delta := []compactID{
+		{hash: 5, first: 100000, outcome: 100000, submitted: 2},                            // new, first block
+		{hash: 20, first: 100001, outcome: 100002, submitted: 2},                           // replaces hash 20
+		{hash: uint64(3*windowBlock)*10 + 7, first: 100003, outcome: 100003, submitted: 2}, // new, past the end
+	}
+	got := overlay(blocks, blocksOf(delta))
+	want := map[uint64]compactID{}
+	for _, id := range base {
+		want[id.hash] = id
+	}
+	for _, id := range delta {
+		want[id.hash] = id
+	}
+	all := flat(got)
+	if len(all) != len(want) {
+		t.Fatalf("overlay holds %d IDs, want %d", len(all), len(want))
+	}
+	for i, id := range all {
+		if i > 0 && id.hash <= all[i-1].hash {
+			t.Fatalf("ID %d: hash %d after %d", i, id.hash, all[i-1].hash)
+		}
+		if want[id.hash] != id {
+			t.Fatalf("hash %d: %+v, want %+v", id.hash, id, want[id.hash])
+		}
+	}
+	kept := false
+	for _, blk := range got {
+		if &blk[0] == untouched {
+			kept = true
+		}
+	}
+	if !kept {
+		t.Fatal("overlay copied a block that the delta adds nothing to")
+	}
+	if got := overlay(nil, blocksOf(delta)); !slices.Equal(flat(got), delta) {
+		t.Fatalf("a delta on an empty base: %+v", got)
+	}
+}
+
+// TestDeltaCheckpointRecovery runs a leader whose window is large against
+// its checkpoint interval, so that it writes deltas between full
+// checkpoints, among a neighbour's records: Verify finds the log sound, and
+// a successor that starts from a delta reads the delta, its base and a
+// bounded tail, and knows what a successor that reads the whole log knows.
+func TestDeltaCheckpointRecovery(t *testing.T) {
+	const interval = 40
+	log := &leaderLog{}
+	dev := &countingDevice{}
+	devices := map[string]Device{"dev": dev}
+	first := startLeader(t, log, &rangeLog{leaderLog: log}, 0, devices, WithCheckpointInterval(interval))
+	const rounds, per = 12, 200
+	for round := range rounds {
+		submitMany(t, first.d, fmt.Sprintf("r%d", round), per, time.Now())
+		otherRole(t, log, round, 30)
+	}
+	// The window's 2,400 IDs make a full checkpoint due every 150 records,
+	// and a checkpoint every 40: one of the next few is a delta.
+	last := 0
+	for ; last < 10*(interval/2+1); last += interval/2 + 1 {
+		if cps := checkpointsOf(t, log.entries(t)); cps[len(cps)-1].Base != nil {
+			break
+		}
+		submitMany(t, first.d, fmt.Sprintf("last%d", last), interval/2+1, time.Now())
+	}
+	first.stop(t)
+	verifyClean(t, log)
+
+	fulls, deltas := 0, 0
+	cps := checkpointsOf(t, log.entries(t))
+	for _, cp := range cps {
+		if cp.Base == nil {
+			fulls++
+		} else {
+			deltas++
+		}
+	}
+	newest := cps[len(cps)-1]
+	if fulls == 0 || deltas == 0 || newest.Base == nil {
+		t.Fatalf("the leader wrote %d full checkpoints and %d deltas, the newest with base %+v; want both, and a delta last", fulls, deltas, newest.Base)
+	}
+	if len(newest.IDs) >= rounds*per/2 {
+		t.Fatalf("the newest delta holds %d compact IDs of %d: not only those since its base", len(newest.IDs), rounds*per)
+	}
+
+	reader := &rangeLog{leaderLog: log}
+	second := startLeader(t, log, reader, 1, devices, WithCheckpointInterval(interval))
+	stats := second.d.RecoveryStats()
+	if stats.CheckpointOffset < 0 || stats.BaseOffset < 0 || stats.BaseOffset >= stats.CheckpointOffset {
+		t.Fatalf("recovery stats %+v: want a delta on a base before it", stats)
+	}
+	// The search reads an interval, then two, back from the end; the base
+	// is read at its own offsets.
+	if bound := 3*(interval+30) + 1 + (stats.BaseOffset - newest.Base.First + 1); int64(stats.RecordsRead) > bound {
+		t.Fatalf("recovery read %d records of a log of %d, want at most %d", stats.RecordsRead, len(log.entries(t)), bound)
+	}
+	if r := second.d.Retained(); r.Whole != 0 || r.Compact != rounds*per+last {
+		t.Fatalf("the successor holds %+v, want %d compact IDs and nothing whole", r, rounds*per+last)
+	}
+	whole := startLeader(t, log, log, 2, devices) // reads the whole log
+	for round := range rounds {
+		for i := range per {
+			id := fmt.Sprintf("r%d-%d", round, i)
+			a, okA := second.d.Lookup(id)
+			b, okB := whole.d.Lookup(id)
+			if !okA || !okB || !reflect.DeepEqual(a, b) || a.Status != StatusSucceeded {
+				t.Fatalf("%s: from the delta %+v %t, from the whole log %+v %t", id, a, okA, b, okB)
+			}
+		}
+	}
+	// The successor writes a full checkpoint of its own first, then deltas
+	// on it; the log stays sound.
+	submitMany(t, second.d, "next", 3*interval, time.Now())
+	whole.stop(t)
+	second.stop(t)
+	verifyClean(t, log)
+	if n := dev.count("r5-9"); n != 1 {
+		t.Fatalf("r5-9 dispatched %d times", n)
+	}
+}
+
+// TestDeltaBaseGone checks a delta whose base retention took: the search
+// reads the partition from its start, as without a checkpoint.
+func TestDeltaBaseGone(t *testing.T) {
+	const interval = 20
+	log := &leaderLog{}
+	r := startLeader(t, log, &rangeLog{leaderLog: log}, 0, map[string]Device{"dev": &countingDevice{}}, WithCheckpointInterval(interval))
+	submitMany(t, r.d, "g", 400, time.Now())
+	r.stop(t)
+	entries := log.entries(t)
+	reader := &rangeLog{leaderLog: log}
+	rr := roleRange(reader, r.d.logTP, r.d.role)
+	// The search ends after the last delta.
+	end := int64(-1)
+	for _, e := range entries {
+		if e.Kind == EntryCheckpoint {
+			if cp, err := AssembleCheckpoint(e.Role, []CheckpointPart{*e.Checkpoint}); err == nil && cp.Base != nil {
+				end = e.Offset + 1
+			}
+		}
+	}
+	if end < 0 {
+		t.Fatal("the leader wrote no delta")
+	}
+
+	s, err := searchCheckpoint(context.Background(), r.d.role, 0, end, interval, rr)
+	if err != nil || !s.found || s.base < 0 {
+		t.Fatalf("search from the start: found %t, base %d, %v; want a delta", s.found, s.base, err)
+	}
+	// Were the log to start past the base, the delta is useless.
+	start := s.base + 1
+	s, err = searchCheckpoint(context.Background(), r.d.role, start, end, interval, rr)
+	if err != nil || s.found {
+		t.Fatalf("search from offset %d: found %t, %v; want no checkpoint", start, s.found, err)
+	}
+	if got, want := s.entries[0].Offset, firstOfRole(entries, r.d.role, start); got != want {
+		t.Fatalf("the search without the base read from offset %d, want the role's first record at %d", got, want)
+	}
+	// A base that is not where the delta says is malformed.
+	var base CheckpointBase
+	for i := len(entries) - 1; i >= 0; i-- {
+		if e := entries[i]; e.Kind == EntryCheckpoint {
+			cp, err := AssembleCheckpoint(e.Role, []CheckpointPart{*e.Checkpoint})
+			if err == nil && cp.Base != nil {
+				base = *cp.Base
+				break
+			}
+		}
+	}
+	base.Sequence++
+	var format *LogFormatError
+	if _, _, err := readBase(context.Background(), r.d.role, base, 0, rr); !errors.As(err, &format) {
+		t.Fatalf("a base that is not there: %v, want a *LogFormatError", err)
+	}
+}
+
+func firstOfRole(entries []Entry, role string, from int64) int64 {
+	for _, e := range entries {
+		if e.Offset >= from && e.Role == role {
+			return e.Offset
+		}
+	}
+	return -1
+}
+
+// checkpointsOf returns the checkpoints of entries, in log order.
+func checkpointsOf(t *testing.T, entries []Entry) []Checkpoint {
+	t.Helper()
+	var out []Checkpoint
+	parts := map[string][]CheckpointPart{}
+	for _, e := range entries {
+		if e.Kind != EntryCheckpoint {
+			continue
+		}
+		k := fmt.Sprintf("%s/%s/%d", e.Role, e.Token, e.Checkpoint.Sequence)
+		parts[k] = append(parts[k], *e.Checkpoint)
+		if len(parts[k]) < e.Checkpoint.Parts {
+			continue
+		}
+		cp, err := AssembleCheckpoint(e.Role, parts[k])
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, cp)
+	}
+	if len(out) == 0 {
+		t.Fatal("the log holds no checkpoint")
+	}
+	return out
+}
+
+// TestVerifyDeltaCheckpoints checks that Verify reads a delta over its
+// base: it finds a log of deltas sound, checks a log that begins at a delta
+// from it, and reports a delta on another base than the role's newest full
+// checkpoint, or one that leaves out an ID added since its base.
+func TestVerifyDeltaCheckpoints(t *testing.T) {
+	const interval = 20
+	log := &leaderLog{}
+	r := startLeader(t, log, &rangeLog{leaderLog: log}, 0, map[string]Device{"dev": &countingDevice{}}, WithCheckpointInterval(interval))
+	for round := range 8 {
+		submitMany(t, r.d, fmt.Sprintf("v%d", round), 100, time.Now())
+	}
+	r.stop(t)
+	entries := log.entries(t)
+	if vs := Verify(entries); len(vs) > 0 {
+		t.Fatalf("the dispatcher's log: %v", vs)
+	}
+	// The last delta, whose base comes before it.
+	at := -1
+	var delta Checkpoint
+	for i, e := range entries {
+		if e.Kind == EntryCheckpoint && e.Checkpoint.Parts == 1 {
+			if cp, err := AssembleCheckpoint(e.Role, []CheckpointPart{*e.Checkpoint}); err == nil && cp.Base != nil && len(cp.IDs) > 0 {
+				at, delta = i, cp
+			}
+		}
+	}
+	if at < 0 {
+		t.Fatal("the leader wrote no delta with IDs")
+	}
+	if vs := Verify(entries[at:]); len(vs) > 0 {
+		t.Fatalf("the log from a delta: %v", vs)
+	}
+	if vs := Verify(entries[int(delta.Base.First):]); len(vs) > 0 {
+		t.Fatalf("the log from the delta's base: %v", vs)
+	}
+
+	upTo := entries[:at+1]
+	again := func(cp Checkpoint) []Entry {
+		ps, err := EncodeCheckpoint(upTo[at].Role, upTo[at].Checkpoint.Sequence+1, cp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := slices.Clone(upTo)
+		for _, p := range ps {
+			e := upTo[at]
+			e.Offset = out[len(out)-1].Offset + 1
+			e.Checkpoint = &p
+			out = append(out, e)
+		}
+		return out
+	}
+	if vs := Verify(again(delta)); len(vs) > 0 {
+		t.Fatalf("the same delta again: %v", vs)
+	}
+	otherBase := delta
+	b := *delta.Base
+	b.Sequence--
+	otherBase.Base = &b
+	if vs := Verify(again(otherBase)); !slices.Contains(kinds(vs), ViolationCheckpointMalformed) {
+		t.Errorf("a delta on another base: Verify found %v, want a malformed checkpoint", vs)
+	}
+	missing := delta
+	missing.IDs = delta.IDs[1:]
+	if vs := Verify(again(missing)); !slices.Contains(kinds(vs), ViolationCheckpointMismatch) {
+		t.Errorf("a delta without an ID added since its base: Verify found %v, want a checkpoint mismatch", vs)
+	}
+}
