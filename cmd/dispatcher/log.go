@@ -94,8 +94,11 @@ type LogCheckpointState struct {
 	Pending int `json:"pending"`
 	InDoubt int `json:"in_doubt"`
 	Whole   int `json:"whole"`
-	// CompactIDs counts the settled commands held as compact IDs.
+	// CompactIDs counts the settled commands held as compact IDs; in a
+	// delta, those added since its base.
 	CompactIDs int `json:"compact_ids"`
+	// Base is set on a delta: the full checkpoint it builds on.
+	Base *LogCheckpointBase `json:"base,omitempty"`
 	// IntakeTopic, IntakePartition and IntakeNext are where intake
 	// resumes; the topic is empty when the log held no intake record.
 	IntakeTopic     string `json:"intake_topic,omitempty"`
@@ -103,6 +106,15 @@ type LogCheckpointState struct {
 	IntakeNext      int64  `json:"intake_next"`
 	// Error is set when the parts do not decode.
 	Error string `json:"error,omitempty"`
+}
+
+// LogCheckpointBase names the full checkpoint that a delta builds on: its
+// sequence under its token, and the offsets of its first and last part.
+type LogCheckpointBase struct {
+	Sequence int64  `json:"sequence"`
+	Token    string `json:"token"`
+	First    int64  `json:"first"`
+	Last     int64  `json:"last"`
 }
 
 // LogAudit is the verdict on a role's log: who led, what became of each
@@ -614,6 +626,9 @@ func (c *checkpointParts) record(e dispatch.Entry) LogRecord {
 	}
 	st := &LogCheckpointState{Whole: len(cp.Commands), CompactIDs: len(cp.IDs),
 		IntakeTopic: cp.IntakeTopic, IntakePartition: cp.IntakePartition, IntakeNext: cp.IntakeNext}
+	if b := cp.Base; b != nil {
+		st.Base = &LogCheckpointBase{Sequence: b.Sequence, Token: b.Token.String(), First: b.First, Last: b.Last}
+	}
 	for _, cmd := range cp.Commands {
 		switch cmd.Status {
 		case dispatch.StatusPending:
@@ -656,6 +671,9 @@ func checkpointDetail(c *LogCheckpoint) string {
 		detail += ": does not decode: " + st.Error
 	default:
 		detail += fmt.Sprintf(": %d pending, %d in doubt, %d whole, %d compact IDs", st.Pending, st.InDoubt, st.Whole, st.CompactIDs)
+		if b := st.Base; b != nil {
+			detail += fmt.Sprintf(" added since checkpoint %d (%s) at offsets %d-%d", b.Sequence, b.Token, b.First, b.Last)
+		}
 		if st.IntakeTopic != "" {
 			detail += fmt.Sprintf(", intake %s-%d@%d", st.IntakeTopic, st.IntakePartition, st.IntakeNext)
 		}

@@ -127,4 +127,21 @@ func TestLogSummarisesCheckpoints(t *testing.T) {
 	if c := records(entries[1:])[0].Checkpoint; c == nil || c.Part != 2 || c.State != nil {
 		t.Errorf("a last part without the first: %+v", c)
 	}
+
+	// A delta names its base.
+	cp.IDs = cp.IDs[:2]
+	cp.Base = &dispatch.CheckpointBase{Token: tok, Sequence: 5, First: 200_000, Last: 200_001}
+	parts, err = dispatch.EncodeCheckpoint("r", 6, cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delta := []dispatch.Entry{{Offset: 210_000, Kind: dispatch.EntryCheckpoint, Role: "r", Token: tok, Member: "node-1", At: at, Checkpoint: &parts[0]}}
+	if b := records(delta)[0].Checkpoint.State.Base; b == nil || *b != (LogCheckpointBase{Sequence: 5, Token: tok.String(), First: 200_000, Last: 200_001}) {
+		t.Errorf("the delta's base: %+v", b)
+	}
+	w := "checkpoint 6 part 1/1: 1 pending, 0 in doubt, 1 whole, 2 compact IDs added since checkpoint 5 (" + tok.String() +
+		") at offsets 200000-200001, intake dispatch.requests-3@42"
+	if got := recordsTable(delta).rows[0]; got[len(got)-1] != w {
+		t.Errorf("the delta's row %q, want %q", got[len(got)-1], w)
+	}
 }
