@@ -263,13 +263,13 @@ func TestDeltaBaseGone(t *testing.T) {
 		t.Fatal("the leader wrote no delta")
 	}
 
-	s, err := searchCheckpoint(context.Background(), r.d.role, 0, end, interval, rr)
+	s, err := searchCheckpoint(context.Background(), r.d.role, 0, end, interval, rr, false)
 	if err != nil || !s.found || s.base < 0 {
 		t.Fatalf("search from the start: found %t, base %d, %v; want a delta", s.found, s.base, err)
 	}
 	// Were the log to start past the base, the delta is useless.
 	start := s.base + 1
-	s, err = searchCheckpoint(context.Background(), r.d.role, start, end, interval, rr)
+	s, err = searchCheckpoint(context.Background(), r.d.role, start, end, interval, rr, false)
 	if err != nil || s.found {
 		t.Fatalf("search from offset %d: found %t, %v; want no checkpoint", start, s.found, err)
 	}
@@ -394,5 +394,58 @@ func TestVerifyDeltaCheckpoints(t *testing.T) {
 	missing.IDs = delta.IDs[1:]
 	if vs := Verify(again(missing)); !slices.Contains(kinds(vs), ViolationCheckpointMismatch) {
 		t.Errorf("a delta without an ID added since its base: Verify found %v, want a checkpoint mismatch", vs)
+	}
+}
+
+// TestLookupReadsBaseOnlyWhenNeeded checks the client's lazy search: it
+// leaves the base of the delta it finds unread, answers from the delta an
+// ID the delta holds, and reads the base only for an ID it does not.
+func TestLookupReadsBaseOnlyWhenNeeded(t *testing.T) {
+	const interval, n = 20, 400
+	log := &leaderLog{}
+	r := startLeader(t, log, &rangeLog{leaderLog: log}, 0, map[string]Device{"dev": &countingDevice{}}, WithCheckpointInterval(interval))
+	submitMany(t, r.d, "g", n, time.Now())
+	r.stop(t)
+	entries := log.entries(t)
+	end, inDelta := int64(-1), map[uint64]bool{}
+	for _, e := range entries {
+		if e.Kind == EntryCheckpoint {
+			if cp, err := AssembleCheckpoint(e.Role, []CheckpointPart{*e.Checkpoint}); err == nil && cp.Base != nil && len(cp.IDs) > 0 {
+				end, inDelta = e.Offset+1, map[uint64]bool{}
+				for _, id := range cp.IDs {
+					inDelta[id.Hash] = true
+				}
+			}
+		}
+	}
+	if end < 0 {
+		t.Fatal("the leader wrote no delta with IDs")
+	}
+	var deltaID, baseID string
+	for i := range n {
+		id := fmt.Sprintf("g-%d", i)
+		if inDelta[IDHash(id)] {
+			deltaID = id
+		} else if baseID == "" {
+			baseID = id
+		}
+	}
+
+	reader := &rangeLog{leaderLog: log}
+	ctx := context.Background()
+	cs, err := searchCheckpoint(ctx, r.d.role, 0, end, 64, roleRange(reader, r.d.logTP, r.d.role), true)
+	if err != nil || !cs.found || cs.unread == nil || cs.ids.count() != len(inDelta) {
+		t.Fatalf("lazy search: found %t, base unread %t, %d IDs, %v; want the delta's %d IDs alone", cs.found, cs.unread != nil, cs.ids.count(), err, len(inDelta))
+	}
+	s := &logSearch{checkpointSearch: cs}
+	read := reader.read.Load()
+	if ids, err := s.compactIDs(ctx, deltaID); err != nil || len(ids) != 1 || s.unread == nil || reader.read.Load() != read {
+		t.Fatalf("an ID of the delta: %+v, %v; base read %t, %d records read", ids, err, s.unread == nil, reader.read.Load()-read)
+	}
+	if ids, err := s.compactIDs(ctx, baseID); err != nil || len(ids) != 1 || s.unread != nil || reader.read.Load() == read {
+		t.Fatalf("an ID of the base: %+v, %v; base read %t", ids, err, s.unread == nil)
+	}
+	if ids, err := s.compactIDs(ctx, deltaID); err != nil || len(ids) != 1 {
+		t.Fatalf("an ID of the delta after the base was read: %+v, %v", ids, err)
 	}
 }

@@ -462,8 +462,10 @@ func (c *Client) earlier(ctx context.Context, tp coordination.TopicPartition, ro
 // command, to the end for one not settled), or, for a command the
 // checkpoint does not hold, only the records after the checkpoint; a
 // command ID whose hash another command shares is told apart by reading its
-// records. Only a role with no checkpoint in the lookup window
-// ([DefaultLookupWindow]) has the whole window read. It returns an
+// records. A delta checkpoint's base is read only for a command that neither
+// the delta nor the records after it name. Only a role with no checkpoint
+// in the lookup window ([DefaultLookupWindow]) has the whole window read.
+// It returns an
 // *UnknownCommandError when the log does not name the command there: an
 // *OutsideLookupWindowError when the lookup had no hint.
 func (c *Client) Status(ctx context.Context, role, id string, opts ...LookupOption) (*CommandHistory, error) {

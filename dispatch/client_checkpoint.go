@@ -40,7 +40,7 @@ func (c *Client) searchLog(ctx context.Context, tp coordination.TopicPartition, 
 		return s, err
 	}
 	s.end = end
-	s.checkpointSearch, err = searchCheckpoint(ctx, role, max(from, start), end, clientSearchStep, roleRange(c.reader, tp, role))
+	s.checkpointSearch, err = searchCheckpoint(ctx, role, max(from, start), end, clientSearchStep, roleRange(c.reader, tp, role), true)
 	return s, err
 }
 
@@ -72,15 +72,25 @@ func (s *logSearch) wholeCommand(id string) (CheckpointCommand, bool) {
 
 // compactIDs returns the checkpoint's compact ID whose hash is id's: that
 // of id, or of a command whose ID shares its hash. A checkpoint holds each
-// hash once.
-func (s *logSearch) compactIDs(id string) []CheckpointID {
+// hash once. The base of a delta is read only when the delta does not hold
+// the hash.
+func (s *logSearch) compactIDs(ctx context.Context, id string) ([]CheckpointID, error) {
 	if !s.found {
-		return nil
+		return nil, nil
 	}
 	if c, ok := s.ids.find(IDHash(id)); ok {
-		return []CheckpointID{c.checkpointID()}
+		return []CheckpointID{c.checkpointID()}, nil
 	}
-	return nil
+	if s.unread == nil {
+		return nil, nil
+	}
+	if err := s.loadBase(ctx); err != nil {
+		return nil, err
+	}
+	if c, ok := s.ids.find(IDHash(id)); ok {
+		return []CheckpointID{c.checkpointID()}, nil
+	}
+	return nil, nil
 }
 
 // statusWithoutHint is Status without a hint: it reads the records of id
@@ -124,7 +134,24 @@ func (c *Client) commandHistory(ctx context.Context, tp coordination.TopicPartit
 			return h, true, nil
 		}
 	}
-	for _, cid := range s.compactIDs(id) {
+	// A command the checkpoint does not hold whole, and whose records are
+	// in the tail, began after it: the tail holds its whole history, and it
+	// is newer than a compact ID of the same ID that left the window.
+	tail := s.tail()
+	for i := range tail {
+		if tail[i].Offset >= until {
+			tail = tail[:i]
+			break
+		}
+	}
+	if h, ok := Replay(tail).Command(role, id); ok {
+		return h, true, nil
+	}
+	cids, err := s.compactIDs(ctx, id)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, cid := range cids {
 		entries, err := c.reader.ReadRange(ctx, tp, LogRange{From: cid.First, Until: min(cid.Outcome+1, until)})
 		if err != nil {
 			return nil, false, err
@@ -135,15 +162,7 @@ func (c *Client) commandHistory(ctx context.Context, tp coordination.TopicPartit
 			return h, true, nil
 		}
 	}
-	tail := s.tail()
-	for i := range tail {
-		if tail[i].Offset >= until {
-			tail = tail[:i]
-			break
-		}
-	}
-	h, ok := Replay(tail).Command(role, id)
-	return h, ok, nil
+	return nil, false, nil
 }
 
 // waitStart is where Wait without a hint starts: the outcome of id when the
@@ -155,10 +174,23 @@ func (c *Client) waitStart(ctx context.Context, tp coordination.TopicPartition, 
 	if err != nil {
 		return Outcome{}, false, 0, err
 	}
-	if cmd, ok := s.wholeCommand(id); ok && cmd.Status != StatusPending {
+	cmd, whole := s.wholeCommand(id)
+	if whole && cmd.Status != StatusPending {
 		return cmd.Outcome, true, 0, nil
 	}
-	for _, cid := range s.compactIDs(id) {
+	if o, ok := settling(s.tail(), role, id); ok {
+		return o, true, 0, nil
+	}
+	if whole || tailNames(s.tail(), role, id) {
+		// It was pending at the checkpoint, or began after it, and has
+		// not settled yet.
+		return Outcome{}, false, s.end, nil
+	}
+	cids, err := s.compactIDs(ctx, id)
+	if err != nil {
+		return Outcome{}, false, 0, err
+	}
+	for _, cid := range cids {
 		entries, err := c.reader.ReadRange(ctx, tp, LogRange{From: cid.First, Until: cid.Outcome + 1})
 		if err != nil {
 			return Outcome{}, false, 0, err
@@ -167,10 +199,17 @@ func (c *Client) waitStart(ctx context.Context, tp coordination.TopicPartition, 
 			return o, true, 0, nil
 		}
 	}
-	if o, ok := settling(s.tail(), role, id); ok {
-		return o, true, 0, nil
-	}
 	return Outcome{}, false, s.end, nil
+}
+
+// tailNames reports whether a record of entries names command id of role.
+func tailNames(entries []Entry, role, id string) bool {
+	for _, e := range entries {
+		if e.Role == role && e.CommandID() == id {
+			return true
+		}
+	}
+	return false
 }
 
 // settling returns the first outcome of id among entries that is terminal

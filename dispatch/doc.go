@@ -486,7 +486,8 @@
 // command's records at the offsets the checkpoint holds for it, or, for a
 // command it does not hold, only the records after it; a command ID is
 // compared whole with the records read, so a hash that another command
-// shares gives no wrong answer. Only a role with no checkpoint in the
+// shares gives no wrong answer. They read the base of a delta only for a
+// command that neither the delta nor the records after it name. Only a role with no checkpoint in the
 // lookup window has the window read ([Client.RecordsRead] counts).
 //
 // # Audit

@@ -52,7 +52,7 @@ func (d *Dispatcher) recoverFromCheckpoint(ctx context.Context) (recovered, Reco
 func recoverState(ctx context.Context, role string, requests coordination.TopicPartition, start, end, step int64,
 	read rangeReader) (recovered, RecoveryStats, error) {
 	stats := RecoveryStats{CheckpointOffset: -1, BaseOffset: -1}
-	s, err := searchCheckpoint(ctx, role, start, end, step, read)
+	s, err := searchCheckpoint(ctx, role, start, end, step, read, false)
 	stats.RecordsRead = s.read
 	if err != nil {
 		return recovered{}, stats, err
@@ -84,6 +84,10 @@ type checkpointSearch struct {
 	base  int64
 	found bool
 
+	// unread is set when the base of the delta found is not read yet: ids
+	// holds the delta's IDs alone until loadBase reads it.
+	unread *unreadBase
+
 	// entries are the role's records read, in offset order: those after
 	// the checkpoint when found, else all from the lowest offset read up to
 	// the end of the search.
@@ -99,8 +103,10 @@ type checkpointSearch struct {
 // role's records on the way. Without a checkpoint it reads down to start.
 // A delta checkpoint has its base read from the offsets it names, and its
 // IDs laid over the base's; a delta whose base retention took counts as no
-// checkpoint. It returns what it read so far with an error.
-func searchCheckpoint(ctx context.Context, role string, start, end, step int64, read rangeReader) (checkpointSearch, error) {
+// checkpoint. With lazy set, the base of a delta is left unread, for
+// loadBase to read if a lookup needs it. It returns what it read so far
+// with an error.
+func searchCheckpoint(ctx context.Context, role string, start, end, step int64, read rangeReader, lazy bool) (checkpointSearch, error) {
 	s := checkpointSearch{at: -1, base: -1}
 	step = max(step, 1)
 	for hi := end; hi > start; {
@@ -121,6 +127,14 @@ func searchCheckpoint(ctx context.Context, role string, start, end, step int64, 
 			cp, ids, err := assembleCheckpoint(role, parts)
 			if err != nil {
 				return s, fmt.Errorf("dispatch: checkpoint ending at offset %d: %w", at, err)
+			}
+			if cp.Base != nil && lazy {
+				// The base is read when a lookup needs it.
+				s.cp, s.ids, s.at, s.found, s.base = cp, ids, at, true, cp.Base.Last
+				s.unread = &unreadBase{role: role, start: start, read: read}
+				i, _ := slices.BinarySearchFunc(s.entries, at+1, func(e Entry, o int64) int { return cmp.Compare(e.Offset, o) })
+				s.entries = slices.Clone(s.entries[i:])
+				return s, nil
 			}
 			if cp.Base != nil {
 				base, n, err := readBase(ctx, role, *cp.Base, start, read)
@@ -147,6 +161,35 @@ func searchCheckpoint(ctx context.Context, role string, start, end, step int64, 
 		step = min(2*step, maxSearchStep)
 	}
 	return s, nil
+}
+
+// unreadBase is what loadBase needs to read the base of a delta.
+type unreadBase struct {
+	role  string
+	start int64
+	read  rangeReader
+}
+
+// loadBase reads the base of the delta that s found, when a lazy search
+// left it unread, and lays the delta's IDs over it. A base that retention
+// took leaves the delta's IDs alone: the commands it held are older than
+// the log.
+func (s *checkpointSearch) loadBase(ctx context.Context) error {
+	u := s.unread
+	if u == nil {
+		return nil
+	}
+	base, n, err := readBase(ctx, u.role, *s.cp.Base, u.start, u.read)
+	s.read += n
+	switch {
+	case errors.Is(err, errBaseGone):
+	case err != nil:
+		return fmt.Errorf("dispatch: checkpoint ending at offset %d: %w", s.at, err)
+	default:
+		s.ids = overlay(base, s.ids)
+	}
+	s.unread = nil
+	return nil
 }
 
 // readDown reads the role's records from start up to lo, below those s
