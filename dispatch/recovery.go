@@ -111,8 +111,9 @@ func (d *Dispatcher) recover(ctx context.Context) error {
 type RecoveryStats struct {
 	// RecordsRead counts the records of every role that recovery read from
 	// the log partition, checkpoint parts included: about one checkpoint
-	// interval and the records after the newest checkpoint with a
-	// [LogRangeReader], the whole partition without one.
+	// interval, the records after the newest checkpoint and, when that is a
+	// delta, the parts of its base, with a [LogRangeReader]; the whole
+	// partition without one.
 	RecordsRead int
 
 	// CheckpointOffset is the offset of the last part of the checkpoint
