@@ -63,10 +63,7 @@ func firstOffset(entries []Entry) int64 {
 // The blocks of base that delta adds nothing to are kept as they are, and
 // each one it adds to is let go once replaced.
 func overlay(base, delta idBlocks) idBlocks {
-	add := make([]compactID, 0, delta.count())
-	for _, blk := range delta {
-		add = append(add, blk...)
-	}
+	add := delta.all()
 	if len(base) == 0 {
 		return blocksOf(add)
 	}
@@ -92,6 +89,15 @@ func overlay(base, delta idBlocks) idBlocks {
 		out = append(out, mergeBlock(kept, add[:k])...)
 		add = add[k:]
 		base[b] = nil
+	}
+	return out
+}
+
+// all returns the IDs of b in one slice of their own.
+func (b idBlocks) all() []compactID {
+	out := make([]compactID, 0, b.count())
+	for _, blk := range b {
+		out = append(out, blk...)
 	}
 	return out
 }

@@ -175,10 +175,12 @@ func TestDeltaCheckpointRecovery(t *testing.T) {
 		otherRole(t, log, round, 30)
 	}
 	// The window's 2,400 IDs make a full checkpoint due every 150 records,
-	// and a checkpoint every 40: one of the next few is a delta.
+	// and a checkpoint every 40: one of the next few is a delta, early
+	// enough after its base that the successor can build on that base too.
 	last := 0
-	for ; last < 10*(interval/2+1); last += interval/2 + 1 {
-		if cps := checkpointsOf(t, log.entries(t)); cps[len(cps)-1].Base != nil {
+	for ; last < 20*(interval/2+1); last += interval/2 + 1 {
+		cps := checkpointsOf(t, log.entries(t))
+		if n := cps[len(cps)-1]; n.Base != nil && 2*len(n.IDs) < (rounds*per+last)/16/2 {
 			break
 		}
 		submitMany(t, first.d, fmt.Sprintf("last%d", last), interval/2+1, time.Now())
@@ -228,12 +230,36 @@ func TestDeltaCheckpointRecovery(t *testing.T) {
 			}
 		}
 	}
-	// The successor writes a full checkpoint of its own first, then deltas
-	// on it; the log stays sound.
+	// The successor's first checkpoint is a delta on its predecessor's
+	// newest full checkpoint, with the IDs of the delta it started from;
+	// the log stays sound.
 	submitMany(t, second.d, "next", 3*interval, time.Now())
 	whole.stop(t)
 	second.stop(t)
 	verifyClean(t, log)
+	entries := log.entries(t)
+	found := false
+	for _, e := range entries {
+		if e.Kind != EntryCheckpoint || e.Token != second.leader.Token() {
+			continue
+		}
+		found = true
+		if e.Checkpoint.Parts != 1 {
+			t.Fatalf("the successor's first checkpoint has %d parts, want a delta of one", e.Checkpoint.Parts)
+		}
+		cp, err := AssembleCheckpoint(e.Role, []CheckpointPart{*e.Checkpoint})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cp.Base == nil || *cp.Base != *newest.Base || len(cp.IDs) < len(newest.IDs) {
+			t.Fatalf("the successor's first checkpoint: base %+v and %d IDs, want a delta on %+v with at least the %d IDs of its predecessor's",
+				cp.Base, len(cp.IDs), *newest.Base, len(newest.IDs))
+		}
+		break
+	}
+	if !found {
+		t.Fatal("the successor wrote no checkpoint")
+	}
 	if n := dev.count("r5-9"); n != 1 {
 		t.Fatalf("r5-9 dispatched %d times", n)
 	}

@@ -120,8 +120,9 @@ type Dispatcher struct {
 	cpAt      int64 // offset of the last checkpoint's last part, or the log start
 	cpDue     bool  // a checkpoint is due whatever cpSince says
 
-	// cpBase is the full checkpoint of this leadership that a delta builds
-	// on, once one committed; cpFullSince counts the records of the role
+	// cpBase is the role's newest full checkpoint, that a delta builds on:
+	// the one recovery started from (or its base), then each one this
+	// leader commits; cpFullSince counts about the records of the role
 	// since its snapshot, and cpAdded holds the IDs added to the window
 	// since then (and since the snapshot of a full checkpoint on its way).
 	cpBase      *CheckpointBase

@@ -461,12 +461,15 @@
 // that is more than an interval, the checkpoints in between are deltas
 // ([CheckpointBase]): the commands and
 // the intake position whole, and only the compact IDs added since the
-// newest full checkpoint, which the delta names by its offsets. A leader
-// writes its first checkpoint whole, and deltas only on a full checkpoint
-// of its own, so a delta's base is never more than a full interval behind
-// it, and a recovery reads the delta, its base at the offsets the delta
-// names, and the records after the delta: a bounded tail, not the records
-// back to the last full checkpoint.
+// newest full checkpoint, which the delta names by its offsets. A delta
+// always builds on the role's newest full checkpoint: a leader that
+// recovered from a checkpoint builds on the one it recovered from (or on
+// that one's base), adding the IDs of the delta and of the records it read
+// after it, and then on each full checkpoint of its own; one that found
+// none writes its first checkpoint whole. So a delta's base is never more
+// than a full interval behind it, and a recovery reads the delta, its base
+// at the offsets the delta names, and the records after the delta: a
+// bounded tail, not the records back to the last full checkpoint.
 //
 // Recovery finds the newest checkpoint by reading backwards from the high
 // watermark taken when it began: one checkpoint interval of offsets, then

@@ -100,8 +100,8 @@ type Checkpoint struct {
 
 // CheckpointBase names the full checkpoint that a delta checkpoint builds on
 // by where its parts are: a reader reads the offsets from First to Last of
-// the partition and takes the parts of Sequence under Token. A leader writes
-// a delta only on a base that it wrote itself, in the same partition.
+// the partition and takes the parts of Sequence under Token. A delta builds
+// on the role's newest full checkpoint before it, in the same partition.
 type CheckpointBase struct {
 	Token    coordination.FencingToken
 	Sequence int64

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
@@ -88,6 +89,14 @@ func (d *Dispatcher) recover(ctx context.Context) error {
 		// A checkpoint right away spares the next leader the records this
 		// one read after the last checkpoint.
 		d.cpDue = stats.TailRecords > 0 || stats.RecordsRead >= d.cfg.checkpointInterval/2
+		// It may be a delta on the predecessor's newest full checkpoint,
+		// with the IDs added since that one: those of the delta recovery
+		// started from and those the records after it settled.
+		if state.base != nil {
+			d.cpBase = state.base
+			d.cpAdded = append(slices.Clone(state.sinceBase), d.cpAdded...)
+			d.cpFullSince = 2 * len(d.cpAdded)
+		}
 	}
 	wall := time.Now()
 	pending := 0
@@ -154,6 +163,12 @@ type recovered struct {
 	// intake is the NextOffset of the role's last intake record of its
 	// requests partition, or 0.
 	intake int64
+
+	// base names the role's newest full checkpoint when recovery started
+	// from a checkpoint, and sinceBase holds the compact IDs that the delta
+	// recovery started from added to it.
+	base      *CheckpointBase
+	sinceBase []compactID
 }
 
 // foldLog applies the records of role, in log order, to the command state

@@ -68,7 +68,9 @@ func recoverState(ctx context.Context, role string, requests coordination.TopicP
 		f.apply(&s.entries[i])
 	}
 	stats.CheckpointOffset, stats.BaseOffset = s.at, s.base
-	return f.finish(), stats, nil
+	st := f.finish()
+	st.base, st.sinceBase = s.newestFull, s.sinceBase
+	return st, stats, nil
 }
 
 // checkpointSearch is what a backward search for the newest checkpoint of a
@@ -87,6 +89,12 @@ type checkpointSearch struct {
 	// unread is set when the base of the delta found is not read yet: ids
 	// holds the delta's IDs alone until loadBase reads it.
 	unread *unreadBase
+
+	// newestFull names the role's newest full checkpoint, which a delta of
+	// the next leader may build on: the checkpoint found, or its base; and
+	// sinceBase holds the IDs of the delta found, added since that base.
+	newestFull *CheckpointBase
+	sinceBase  []compactID
 
 	// entries are the role's records read, in offset order: those after
 	// the checkpoint when found, else all from the lowest offset read up to
@@ -123,7 +131,8 @@ func searchCheckpoint(ctx context.Context, role string, start, end, step int64, 
 			}
 		}
 		s.entries = append(mine, s.entries...)
-		if parts, at, found := newestCheckpoint(role, s.entries); found {
+		if parts, ref, found := newestCheckpoint(role, s.entries); found {
+			at := ref.Last
 			cp, ids, err := assembleCheckpoint(role, parts)
 			if err != nil {
 				return s, fmt.Errorf("dispatch: checkpoint ending at offset %d: %w", at, err)
@@ -147,9 +156,12 @@ func searchCheckpoint(ctx context.Context, role string, start, end, step int64, 
 				case err != nil:
 					return s, fmt.Errorf("dispatch: checkpoint ending at offset %d: %w", at, err)
 				}
+				s.sinceBase = ids.all()
 				ids = overlay(base, ids)
 				s.base = cp.Base.Last
+				ref = *cp.Base
 			}
+			s.newestFull = &ref
 			// Only the records after the checkpoint count from here: the
 			// ones before it, and what they hold, are let go.
 			i, _ := slices.BinarySearchFunc(s.entries, at+1, func(e Entry, o int64) int { return cmp.Compare(e.Offset, o) })
@@ -215,7 +227,7 @@ func readDown(ctx context.Context, role string, start, lo int64, read rangeReade
 
 // newestCheckpoint finds the newest complete checkpoint of role among
 // entries, given in offset order, and returns its parts and the offset of
-// its last part. The parts of one checkpoint share a token and a sequence
+// its last part, and where it is. The parts of one checkpoint share a token and a sequence
 // and were written in one transaction, so they are all committed or none,
 // and no record of the role lies between them; a checkpoint whose first
 // parts lie before entries is not found, and the caller reads further back.
@@ -223,7 +235,7 @@ func readDown(ctx context.Context, role string, start, lo int64, read rangeReade
 // only as long as it decodes them: a checkpoint whose parts are all there
 // and do not decode is an error, since a leader must not act on part of its
 // log.
-func newestCheckpoint(role string, entries []Entry) (parts []CheckpointPart, at int64, found bool) {
+func newestCheckpoint(role string, entries []Entry) (parts []CheckpointPart, ref CheckpointBase, found bool) {
 	var last *Entry
 	for i := len(entries) - 1; i >= 0; i-- {
 		e := &entries[i]
@@ -244,10 +256,10 @@ func newestCheckpoint(role string, entries []Entry) (parts []CheckpointPart, at 
 					entries[j].Checkpoint = nil
 				}
 			}
-			return parts, at, true
+			return parts, CheckpointBase{Token: last.Token, Sequence: p.Sequence, First: e.Offset, Last: at}, true
 		}
 	}
-	return nil, 0, false
+	return nil, CheckpointBase{}, false
 }
 
 // roleRangeReader is a LogRangeReader that reads the records of one role
