@@ -22,7 +22,7 @@ RELEASE_OUT ?= bin/dispatcher
 # too.
 BENCH_MODULE := test/bench
 
-.PHONY: test test-unit lint fmt deps release bench bench-quick chaos sim fuzz cluster-start cluster-stop
+.PHONY: test test-unit lint fmt deps release bench bench-quick bench-history chaos sim fuzz cluster-start cluster-stop
 
 test:
 	bash scripts/test.sh
@@ -62,6 +62,10 @@ bench:
 
 bench-quick:
 	bash scripts/bench.sh -quick
+
+# bench-history measures the "Cost against history" section alone.
+bench-history:
+	bash scripts/bench.sh -history-only
 
 # chaos runs dispatcher members in network namespaces for DURATION under
 # network cuts, process and broker faults, clock skew, slow devices and

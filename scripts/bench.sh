@@ -5,6 +5,8 @@
 #   scripts/bench.sh                          every section, about twenty minutes
 #   scripts/bench.sh -quick                   every section, fewer trials
 #   scripts/bench.sh -only failover,handover  some sections
+#   scripts/bench.sh -history-only            the "Cost against history" section
+#                                             alone, about twelve minutes
 #
 # When test/bench/history exists, its cmd/benchhistory writes the markdown of
 # the "Cost against history" section, which replaces what lies between the
@@ -46,9 +48,14 @@ done
 
 bin=$root/.run/bench
 mkdir -p "$bin"
-# The tools live in the module of their own under test/bench.
-(cd test/bench && go build -o "$bin/holder" ./ceiling/cmd/holder && go build -o "$bin/benchreport" ./ceiling/cmd/benchreport)
-"$bin/benchreport" -holder-bin "$bin/holder" -out docs/PERFORMANCE.md -img docs/img "$@"
+if [ "${1:-}" = -history-only ]; then
+	shift
+	[ -d test/bench/history ] || { echo "bench: no test/bench/history" >&2; exit 2; }
+else
+	# The tools live in the module of their own under test/bench.
+	(cd test/bench && go build -o "$bin/holder" ./ceiling/cmd/holder && go build -o "$bin/benchreport" ./ceiling/cmd/benchreport)
+	"$bin/benchreport" -holder-bin "$bin/holder" -out docs/PERFORMANCE.md -img docs/img "$@"
+fi
 
 if [ -d test/bench/history ]; then
 	fragment=$bin/history.md
