@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"testing"
@@ -473,5 +474,64 @@ func TestLookupReadsBaseOnlyWhenNeeded(t *testing.T) {
 	}
 	if ids, err := s.compactIDs(ctx, deltaID); err != nil || len(ids) != 1 {
 		t.Fatalf("an ID of the delta after the base was read: %+v, %v", ids, err)
+	}
+}
+
+// TestRecoveryFromDeltaEqualsFullLog is the delta's property: for any lawful
+// log and any two cuts, a fold from a delta taken at the second cut, laid
+// over a full checkpoint taken at the first, and the records after the
+// second cut gives the state of a fold of the whole log. The delta holds
+// what a leader's does: the commands and intake whole, and the compact IDs
+// that its base does not hold as they are.
+func TestRecoveryFromDeltaEqualsFullLog(t *testing.T) {
+	now := time.Now().Truncate(time.Millisecond)
+	requests := coordination.TopicPartition{Topic: DefaultRequestsTopic, Partition: 12}
+	tok := mustToken(t, 3, 1)
+	for seed := range 400 {
+		c := randChoices{rand.New(rand.NewPCG(uint64(seed), 13))}
+		entries := lawfulLog(c, 10+c.intn(120), now)
+		for i := range entries {
+			entries[i].Offset = int64(i)
+			entries[i].At = now
+		}
+		cut1 := c.intn(len(entries) + 1)
+		cut2 := cut1 + c.intn(len(entries)-cut1+1)
+		full := foldLog(propRole, requests, entries)
+
+		base := checkpointOfFold(foldLog(propRole, requests, entries[:cut1]), now)
+		delta := checkpointOfFold(foldLog(propRole, requests, entries[:cut2]), now)
+		held := map[uint64]CheckpointID{}
+		for _, id := range base.IDs {
+			held[id.Hash] = id
+		}
+		added := delta.IDs[:0:0]
+		for _, id := range delta.IDs {
+			if b, ok := held[id.Hash]; !ok || b != id {
+				added = append(added, id)
+			}
+		}
+		delta.IDs, delta.Base = added, &CheckpointBase{Token: tok, Sequence: 1, First: int64(cut1), Last: int64(cut1)}
+
+		decode := func(cp Checkpoint) Checkpoint {
+			parts, err := EncodeCheckpoint(propRole, int64(seed), cp)
+			if err != nil {
+				t.Fatalf("seed %d: %v", seed, err)
+			}
+			out, err := AssembleCheckpoint(propRole, parts)
+			if err != nil {
+				t.Fatalf("seed %d: %v", seed, err)
+			}
+			return out
+		}
+		b, d := decode(base), decode(delta)
+		if d.Base == nil || *d.Base != *delta.Base {
+			t.Fatalf("seed %d: the delta's base decodes as %+v", seed, d.Base)
+		}
+		f := newFolder(propRole, requests)
+		f.seed(d, overlay(blocksOf(toCompacts(b.IDs)), blocksOf(toCompacts(d.IDs))))
+		for i := cut2; i < len(entries); i++ {
+			f.apply(&entries[i])
+		}
+		sameState(t, fmt.Sprintf("seed %d cuts %d %d/%d", seed, cut1, cut2, len(entries)), full, f.finish())
 	}
 }
