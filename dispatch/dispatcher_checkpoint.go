@@ -68,13 +68,23 @@ func (d *Dispatcher) checkpointDueLocked() bool {
 }
 
 // fullCheckpointDueLocked reports whether the next checkpoint writes the
-// window whole: with no full checkpoint of this leadership to build a delta
-// on, when the window is small enough to be written whole every interval
-// (a sixteenth of its IDs at most an interval), or when the full one is as
-// old as checkpointDivisor says. The caller holds d.mu.
+// window whole: with no full checkpoint to build a delta on, when the
+// window is small enough to be written whole every interval (a sixteenth of
+// its IDs at most an interval), or when the full one is as old as
+// checkpointDivisor says. The first checkpoint after a takeover is a delta
+// on the predecessor's base unless it would hold more than a quarter of the
+// window: a whole window written right after a takeover would delay the
+// next one's readiness and weigh on the new leader's memory, and would
+// happen at every takeover. The caller holds d.mu.
 func (d *Dispatcher) fullCheckpointDueLocked() bool {
 	every := d.ids.len() / checkpointDivisor
-	return d.cpBase == nil || every <= d.cfg.checkpointInterval || d.cpFullSince >= every
+	switch {
+	case d.cpBase == nil || every <= d.cfg.checkpointInterval:
+		return true
+	case d.cpTakeover:
+		return len(d.cpAdded) > d.ids.len()/4
+	}
+	return d.cpFullSince >= every
 }
 
 // checkpointItems returns the parts of a checkpoint when one is due, for
@@ -95,6 +105,7 @@ func (d *Dispatcher) checkpointItems() []*item {
 	d.cpSeq++
 	seq := d.cpSeq
 	full := d.fullCheckpointDueLocked()
+	d.cpTakeover = false
 	var ids idBlocks
 	var covered int // the IDs of cpAdded that a full checkpoint holds
 	if full {

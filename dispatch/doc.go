@@ -466,7 +466,9 @@
 // recovered from a checkpoint builds on the one it recovered from (or on
 // that one's base), adding the IDs of the delta and of the records it read
 // after it, and then on each full checkpoint of its own; one that found
-// none writes its first checkpoint whole. So a delta's base is never more
+// none writes its first checkpoint whole. Its first checkpoint is a delta
+// unless that would hold more than a quarter of the window, so that a
+// takeover does not rewrite the whole window. So a delta's base is never more
 // than a full interval behind it, and a recovery reads the delta, its base
 // at the offsets the delta names, and the records after the delta: a
 // bounded tail, not the records back to the last full checkpoint.
