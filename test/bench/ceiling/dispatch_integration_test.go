@@ -1,0 +1,75 @@
+//go:build integration
+
+package ceiling
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMeasureSubmitModes runs the end-to-end dispatcher side's rounds on the
+// real cluster in both ways a round is submitted: every command of each
+// round reaches the device once, each latency is a time since the round
+// began, and a batch handed to one SubmitBatch commits its Issued records in
+// one transaction a round, where Submits of their own take one or more.
+func TestMeasureSubmitModes(t *testing.T) {
+	brokers := os.Getenv("KRABKA_KAFKA_BROKERS")
+	if brokers == "" {
+		t.Fatal("KRABKA_KAFKA_BROKERS must be set: source .run/kafka/env after scripts/services/10-kafka.sh start")
+	}
+	addrs := strings.Split(brokers, ",")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	suffix := time.Now().UnixNano()
+	logTopic, requestsTopic := fmt.Sprintf("measure-log-%d", suffix), fmt.Sprintf("measure-requests-%d", suffix)
+	for _, name := range []string{logTopic, requestsTopic} {
+		if err := CreateTopic(ctx, addrs, TopicSpec{Name: name, Partitions: 1, Replication: 3, MinInsyncReplicas: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() { _ = DeleteTopics(context.Background(), addrs, logTopic, requestsTopic) }()
+	d, err := StartDispatcher(ctx, DispatcherSetup{Brokers: addrs, Role: fmt.Sprintf("measure-modes-%d", suffix),
+		LogTopic: logTopic, RequestsTopic: requestsTopic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+
+	const batch = 200
+	first := 0
+	for _, mode := range []SubmitMode{SubmitEach, SubmitBatched} {
+		before, mix := d.Device.Count(), d.Mix.Stats()
+		samples, elapsed, txns, err := measureSubmit(ctx, d, batch, 2*time.Second, "mode-"+mode.String(), first, mode)
+		if err != nil {
+			t.Fatalf("%s: %v", mode, err)
+		}
+		if len(samples) == 0 || len(samples)%batch != 0 || d.Device.Count()-before != len(samples) {
+			t.Fatalf("%s: %d samples, %d device calls; want whole rounds of %d, one call each", mode, len(samples), d.Device.Count()-before, batch)
+		}
+		for _, s := range samples {
+			if s <= 0 || s > elapsed {
+				t.Fatalf("%s: a latency of %v in a run of %v", mode, s, elapsed)
+			}
+		}
+		first += len(samples)
+		// The devices may act before the last round's transaction is
+		// reported to WithOnCommitted, which comes after its effects.
+		rounds := len(samples) / batch
+		issuing := d.Mix.Stats().Sub(mix).Issuing
+		for deadline := time.Now().Add(5 * time.Second); issuing < int64(rounds) && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+			issuing = d.Mix.Stats().Sub(mix).Issuing
+		}
+		t.Logf("%s: %d rounds of %d in %v, %.2f transactions a round, %d with Issued records", mode, rounds, batch, elapsed, txns, issuing)
+		switch {
+		case mode == SubmitBatched && issuing != int64(rounds):
+			t.Errorf("%s: %d transactions with Issued records in %d rounds, want one a round", mode, issuing, rounds)
+		case issuing < int64(rounds):
+			t.Errorf("%s: %d transactions with Issued records in %d rounds, want at least one a round", mode, issuing, rounds)
+		}
+	}
+}
