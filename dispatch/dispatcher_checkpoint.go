@@ -205,7 +205,7 @@ func checkpointCommandOf(c *command, role string, at time.Time) CheckpointComman
 	} else {
 		cc.Command = Command{ID: c.cmd.ID, Role: role, SubmittedAt: at}
 	}
-	if _, err := coordination.NewFencingToken(cc.Token.ProducerID(), cc.Token.ProducerEpoch()); err != nil {
+	if checkToken(cc.Token) != nil {
 		cc.Token = standInToken()
 	}
 	if c.phase == phaseIssued || c.phase == phaseQueued {

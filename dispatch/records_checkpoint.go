@@ -111,7 +111,7 @@ type CheckpointBase struct {
 }
 
 func checkCheckpointBase(b CheckpointBase) error {
-	if _, err := coordination.NewFencingToken(b.Token.ProducerID(), b.Token.ProducerEpoch()); err != nil {
+	if err := checkToken(b.Token); err != nil {
 		return fmt.Errorf("base token: %w", err)
 	}
 	switch {
@@ -315,11 +315,11 @@ func encodeCheckpointState(cp Checkpoint, ids idBlocks) [][]byte {
 	var head wireWriter
 	if cp.Base == nil {
 		head.int16(checkpointVersion)
-		encodeCheckpointHead(&head, cp)
 	} else {
 		head.int16(checkpointVersionDelta)
-		encodeCheckpointHead(&head, cp)
-		b := cp.Base
+	}
+	encodeCheckpointHead(&head, cp)
+	if b := cp.Base; b != nil {
 		head.int64(b.Token.ProducerID())
 		head.int16(b.Token.ProducerEpoch())
 		head.int64(b.Sequence)
@@ -467,7 +467,7 @@ func checkCheckpointCommand(role string, c CheckpointCommand) error {
 	if c.Attempt < NoAttempt || c.Attempt > math.MaxInt32 {
 		return fmt.Errorf("attempt %d is out of range", c.Attempt)
 	}
-	if _, err := coordination.NewFencingToken(c.Token.ProducerID(), c.Token.ProducerEpoch()); err != nil {
+	if err := checkToken(c.Token); err != nil {
 		return err
 	}
 	if c.First < -1 {
@@ -530,14 +530,7 @@ func decodeCheckpointState(role string, r wireReader) (Checkpoint, idBlocks, err
 			r.fail("issued flag %d", issued)
 		}
 		c.Attempt = int(r.int32("attempt"))
-		pid, epoch := r.int64("producer id"), r.int16("producer epoch")
-		if r.err == nil {
-			t, err := coordination.NewFencingToken(pid, epoch)
-			if err != nil {
-				r.fail("token: %w", err)
-			}
-			c.Token = t
-		}
+		c.Token = r.token("")
 		c.First = r.int64("first offset")
 		if c.Status != StatusPending {
 			c.Outcome = Outcome{CommandID: c.Command.ID, Status: c.Status}
@@ -549,15 +542,7 @@ func decodeCheckpointState(role string, r wireReader) (Checkpoint, idBlocks, err
 		cp.Commands = append(cp.Commands, c)
 	}
 	if version == checkpointVersionDelta {
-		var b CheckpointBase
-		pid, epoch := r.int64("base producer id"), r.int16("base producer epoch")
-		if r.err == nil {
-			t, err := coordination.NewFencingToken(pid, epoch)
-			if err != nil {
-				r.fail("base token: %w", err)
-			}
-			b.Token = t
-		}
+		b := CheckpointBase{Token: r.token("base ")}
 		b.Sequence = r.int64("base sequence")
 		b.First, b.Last = r.int64("base first offset"), r.int64("base last offset")
 		cp.Base = &b

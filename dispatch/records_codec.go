@@ -138,7 +138,7 @@ func checkEntryHead(e Entry) error {
 	if _, err := coordination.NewMemberID(e.Member); err != nil {
 		return err
 	}
-	if _, err := coordination.NewFencingToken(e.Token.ProducerID(), e.Token.ProducerEpoch()); err != nil {
+	if err := checkToken(e.Token); err != nil {
 		return err
 	}
 	if p := timeProblem(e.At, true); p != "" {
@@ -296,15 +296,7 @@ func DecodeEntry(key, value []byte) (Entry, error) {
 	if v := r.int16("version"); r.err == nil && v != entryValueVersion {
 		r.fail("unknown version %d", v)
 	}
-	producerID := r.int64("producer id")
-	producerEpoch := r.int16("producer epoch")
-	if r.err == nil {
-		token, err := coordination.NewFencingToken(producerID, producerEpoch)
-		if err != nil {
-			r.fail("token: %w", err)
-		}
-		e.Token = token
-	}
+	e.Token = r.token("")
 	e.Member = r.string("member", coordination.MaxMemberIDLen)
 	if r.err == nil {
 		if _, err := coordination.NewMemberID(e.Member); err != nil {

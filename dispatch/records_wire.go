@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"time"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
 )
 
 // The primitives of the command log's layouts. Every integer is big-endian;
@@ -189,6 +191,28 @@ func (r *wireReader) time(what string) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMilli(ms).UTC()
+}
+
+// token reads a fencing token: an int64 producer id and an int16 producer
+// epoch, their names in errors after prefix, and fails on one that
+// coordination.NewFencingToken refuses.
+func (r *wireReader) token(prefix string) coordination.FencingToken {
+	id, epoch := r.int64(prefix+"producer id"), r.int16(prefix+"producer epoch")
+	if r.err != nil {
+		return coordination.FencingToken{}
+	}
+	t, err := coordination.NewFencingToken(id, epoch)
+	if err != nil {
+		r.fail("%stoken: %w", prefix, err)
+	}
+	return t
+}
+
+// checkToken refuses a token that coordination.NewFencingToken would not
+// make, as the token's reader does.
+func checkToken(t coordination.FencingToken) error {
+	_, err := coordination.NewFencingToken(t.ProducerID(), t.ProducerEpoch())
+	return err
 }
 
 // string reads an int16-length string of at most limit bytes.
