@@ -26,10 +26,9 @@ type roleCheckpoints struct {
 	seededBefore int64
 
 	// base is the role's newest full checkpoint, which a delta builds on:
-	// where its parts are, and its IDs.
-	base    CheckpointBase
+	// where its parts are, or nil before the first; baseIDs are its IDs.
+	base    *CheckpointBase
 	baseIDs []CheckpointID
-	hasBase bool
 }
 
 func (v *verifier) role(role string) *roleCheckpoints {
@@ -68,8 +67,8 @@ func (v *verifier) checkCheckpointPart(e *Entry) {
 	from := r.from
 	if cp.Base == nil {
 		defer func() {
-			r.base = CheckpointBase{Token: e.Token, Sequence: p.Sequence, First: from, Last: e.Offset}
-			r.baseIDs, r.hasBase = cp.IDs, true
+			r.base = &CheckpointBase{Token: e.Token, Sequence: p.Sequence, First: from, Last: e.Offset}
+			r.baseIDs = cp.IDs
 		}()
 	}
 	if !r.records {
@@ -77,7 +76,7 @@ func (v *verifier) checkCheckpointPart(e *Entry) {
 		return
 	}
 	if cp.Base != nil {
-		if !r.hasBase || *cp.Base != r.base {
+		if r.base == nil || *cp.Base != *r.base {
 			if r.seededBefore >= 0 && cp.Base.Last <= r.seededBefore {
 				// The base lies before the log, as the delta the log
 				// began with: the IDs it holds cannot be checked.

@@ -32,7 +32,7 @@ func readBase(ctx context.Context, role string, base CheckpointBase, logStart in
 		}
 	}
 	if len(parts) == 0 {
-		if first := firstOffset(entries); first < 0 || first > base.First {
+		if len(entries) == 0 || entries[0].Offset > base.First {
 			// The read began above the base's first offset: the log
 			// start moved past it while the read went on.
 			return nil, n, errBaseGone
@@ -49,13 +49,6 @@ func readBase(ctx context.Context, role string, base CheckpointBase, logStart in
 		return nil, n, newFormatError("checkpoint", fmt.Errorf("the base checkpoint at offsets %d to %d is a delta itself", base.First, base.Last))
 	}
 	return ids, n, nil
-}
-
-func firstOffset(entries []Entry) int64 {
-	if len(entries) == 0 {
-		return -1
-	}
-	return entries[0].Offset
 }
 
 // overlay returns the dedup window that a delta describes: the IDs of base

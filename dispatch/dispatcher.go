@@ -128,7 +128,6 @@ type Dispatcher struct {
 	cpBase      *CheckpointBase
 	cpFullSince int
 	cpAdded     []compactID
-	cpTakeover  bool // the next checkpoint is the first since recovery
 }
 
 // NewDispatcher checks its arguments and options and returns a Dispatcher

@@ -81,7 +81,8 @@ func (d *Dispatcher) fullCheckpointDueLocked() bool {
 	switch {
 	case d.cpBase == nil || every <= d.cfg.checkpointInterval:
 		return true
-	case d.cpTakeover:
+	case d.cpSeq == 0:
+		// The first of this leadership: cpBase is the predecessor's.
 		return len(d.cpAdded) > d.ids.len()/4
 	}
 	return d.cpFullSince >= every
@@ -102,10 +103,9 @@ func (d *Dispatcher) checkpointItems() []*item {
 	}
 	d.sweepLocked(now, true)
 	cp := d.snapshotLocked()
+	full := d.fullCheckpointDueLocked()
 	d.cpSeq++
 	seq := d.cpSeq
-	full := d.fullCheckpointDueLocked()
-	d.cpTakeover = false
 	var ids idBlocks
 	var covered int // the IDs of cpAdded that a full checkpoint holds
 	if full {

@@ -96,7 +96,6 @@ func (d *Dispatcher) recover(ctx context.Context) error {
 			d.cpBase = state.base
 			d.cpAdded = append(slices.Clone(state.sinceBase), d.cpAdded...)
 			d.cpFullSince = 2 * len(d.cpAdded)
-			d.cpTakeover = true
 		}
 	}
 	wall := time.Now()

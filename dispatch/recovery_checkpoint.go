@@ -124,42 +124,34 @@ func searchCheckpoint(ctx context.Context, role string, start, end, step int64, 
 			return s, err
 		}
 		s.read += n
-		mine := make([]Entry, 0, len(entries)+len(s.entries))
-		for _, e := range entries {
-			if e.Role == role {
-				mine = append(mine, e)
-			}
-		}
-		s.entries = append(mine, s.entries...)
+		s.prepend(role, entries)
 		if parts, ref, found := newestCheckpoint(role, s.entries); found {
 			at := ref.Last
 			cp, ids, err := assembleCheckpoint(role, parts)
 			if err != nil {
 				return s, fmt.Errorf("dispatch: checkpoint ending at offset %d: %w", at, err)
 			}
-			if cp.Base != nil && lazy {
-				// The base is read when a lookup needs it.
-				s.cp, s.ids, s.at, s.found, s.base = cp, ids, at, true, cp.Base.Last
-				s.unread = &unreadBase{role: role, start: start, read: read}
-				i, _ := slices.BinarySearchFunc(s.entries, at+1, func(e Entry, o int64) int { return cmp.Compare(e.Offset, o) })
-				s.entries = slices.Clone(s.entries[i:])
-				return s, nil
-			}
 			if cp.Base != nil {
-				base, n, err := readBase(ctx, role, *cp.Base, start, read)
-				s.read += n
-				switch {
-				case errors.Is(err, errBaseGone):
-					// Retention took the base: the records from the log
-					// start are all there is, as without checkpoints.
-					return readDown(ctx, role, start, lo, read, s)
-				case err != nil:
-					return s, fmt.Errorf("dispatch: checkpoint ending at offset %d: %w", at, err)
+				s.base, ref = cp.Base.Last, *cp.Base
+				if lazy {
+					// The base is read when a lookup needs it.
+					s.unread = &unreadBase{role: role, start: start, read: read}
+				} else {
+					base, n, err := readBase(ctx, role, *cp.Base, start, read)
+					s.read += n
+					switch {
+					case errors.Is(err, errBaseGone):
+						// Retention took the base: the records from the
+						// log start are all there is, as without
+						// checkpoints.
+						s.base = -1
+						return readDown(ctx, role, start, lo, read, s)
+					case err != nil:
+						return s, fmt.Errorf("dispatch: checkpoint ending at offset %d: %w", at, err)
+					}
+					s.sinceBase = ids.all()
+					ids = overlay(base, ids)
 				}
-				s.sinceBase = ids.all()
-				ids = overlay(base, ids)
-				s.base = cp.Base.Last
-				ref = *cp.Base
 			}
 			s.newestFull = &ref
 			// Only the records after the checkpoint count from here: the
@@ -215,6 +207,13 @@ func readDown(ctx context.Context, role string, start, lo int64, read rangeReade
 	if err != nil {
 		return s, err
 	}
+	s.prepend(role, entries)
+	return s, nil
+}
+
+// prepend puts the records of role among entries, read just below those s
+// holds, before them.
+func (s *checkpointSearch) prepend(role string, entries []Entry) {
 	mine := make([]Entry, 0, len(entries)+len(s.entries))
 	for _, e := range entries {
 		if e.Role == role {
@@ -222,12 +221,11 @@ func readDown(ctx context.Context, role string, start, lo int64, read rangeReade
 		}
 	}
 	s.entries = append(mine, s.entries...)
-	return s, nil
 }
 
 // newestCheckpoint finds the newest complete checkpoint of role among
-// entries, given in offset order, and returns its parts and the offset of
-// its last part, and where it is. The parts of one checkpoint share a token and a sequence
+// entries, given in offset order, and returns its parts and where they are.
+// The parts of one checkpoint share a token and a sequence
 // and were written in one transaction, so they are all committed or none,
 // and no record of the role lies between them; a checkpoint whose first
 // parts lie before entries is not found, and the caller reads further back.
