@@ -33,6 +33,24 @@ func lastCheckpoint(t *testing.T, entries []Entry) ([]Entry, int) {
 	return nil, 0
 }
 
+// appendCheckpoint returns entries with cp after them, encoded as the next
+// checkpoint of the one that part belongs to, each part a copy of part.
+func appendCheckpoint(t *testing.T, entries []Entry, part Entry, cp Checkpoint) []Entry {
+	t.Helper()
+	ps, err := EncodeCheckpoint(part.Role, part.Checkpoint.Sequence+1, cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := slices.Clone(entries)
+	for _, p := range ps {
+		e := part
+		e.Offset = out[len(out)-1].Offset + 1
+		e.Checkpoint = &p
+		out = append(out, e)
+	}
+	return out
+}
+
 func kinds(vs []Violation) []ViolationKind {
 	var out []ViolationKind
 	for _, v := range vs {
@@ -81,20 +99,7 @@ func TestVerifyCheckpoints(t *testing.T) {
 	// append re-encodes a changed checkpoint right after the last one, as a
 	// writer that got its state wrong would.
 	upTo := entries[:at+len(parts)]
-	append := func(cp Checkpoint) []Entry {
-		ps, err := EncodeCheckpoint(parts[0].Role, parts[0].Checkpoint.Sequence+1, cp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := slices.Clone(upTo)
-		for _, p := range ps {
-			e := parts[0]
-			e.Offset = out[len(out)-1].Offset + 1
-			e.Checkpoint = &p
-			out = slices.Insert(out, len(out), e)
-		}
-		return out
-	}
+	append := func(cp Checkpoint) []Entry { return appendCheckpoint(t, upTo, parts[0], cp) }
 	if vs := Verify(append(cp)); len(vs) > 0 {
 		t.Fatalf("the same checkpoint again: %v", vs)
 	}

@@ -236,19 +236,14 @@ func TestDeltaCheckpointRecovery(t *testing.T) {
 	whole.stop(t)
 	second.stop(t)
 	verifyClean(t, log)
-	entries := log.entries(t)
 	found := false
-	for _, e := range entries {
-		if e.Kind != EntryCheckpoint || e.Token != second.leader.Token() {
+	for _, cp := range checkpointsOf(t, log.entries(t)) {
+		if cp.token != second.leader.Token() {
 			continue
 		}
 		found = true
-		if e.Checkpoint.Parts != 1 {
-			t.Fatalf("the successor's first checkpoint has %d parts, want a delta of one", e.Checkpoint.Parts)
-		}
-		cp, err := AssembleCheckpoint(e.Role, []CheckpointPart{*e.Checkpoint})
-		if err != nil {
-			t.Fatal(err)
+		if cp.first != cp.last {
+			t.Fatalf("the successor's first checkpoint takes offsets %d to %d, want a delta of one part", cp.first, cp.last)
 		}
 		if cp.Base == nil || *cp.Base != *newest.Base || len(cp.IDs) < len(newest.IDs) {
 			t.Fatalf("the successor's first checkpoint: base %+v and %d IDs, want a delta on %+v with at least the %d IDs of its predecessor's",
@@ -276,17 +271,8 @@ func TestDeltaBaseGone(t *testing.T) {
 	reader := &rangeLog{leaderLog: log}
 	rr := roleRange(reader, r.d.logTP, r.d.role)
 	// The search ends after the last delta.
-	end := int64(-1)
-	for _, e := range entries {
-		if e.Kind == EntryCheckpoint {
-			if cp, err := AssembleCheckpoint(e.Role, []CheckpointPart{*e.Checkpoint}); err == nil && cp.Base != nil {
-				end = e.Offset + 1
-			}
-		}
-	}
-	if end < 0 {
-		t.Fatal("the leader wrote no delta")
-	}
+	delta := lastDelta(t, entries, false)
+	end := delta.last + 1
 
 	s, err := searchCheckpoint(context.Background(), r.d.role, 0, end, interval, rr, false)
 	if err != nil || !s.found || s.base < 0 {
@@ -302,16 +288,7 @@ func TestDeltaBaseGone(t *testing.T) {
 		t.Fatalf("the search without the base read from offset %d, want the role's first record at %d", got, want)
 	}
 	// A base that is not where the delta says is malformed.
-	var base CheckpointBase
-	for i := len(entries) - 1; i >= 0; i-- {
-		if e := entries[i]; e.Kind == EntryCheckpoint {
-			cp, err := AssembleCheckpoint(e.Role, []CheckpointPart{*e.Checkpoint})
-			if err == nil && cp.Base != nil {
-				base = *cp.Base
-				break
-			}
-		}
-	}
+	base := *delta.Base
 	base.Sequence++
 	var format *LogFormatError
 	if _, _, err := readBase(context.Background(), r.d.role, base, 0, rr); !errors.As(err, &format) {
@@ -328,16 +305,27 @@ func firstOfRole(entries []Entry, role string, from int64) int64 {
 	return -1
 }
 
+// loggedCheckpoint is a checkpoint of the log with where it is.
+type loggedCheckpoint struct {
+	Checkpoint
+	token       coordination.FencingToken
+	first, last int64 // the offsets of its first and last part
+}
+
 // checkpointsOf returns the checkpoints of entries, in log order.
-func checkpointsOf(t *testing.T, entries []Entry) []Checkpoint {
+func checkpointsOf(t *testing.T, entries []Entry) []loggedCheckpoint {
 	t.Helper()
-	var out []Checkpoint
+	var out []loggedCheckpoint
 	parts := map[string][]CheckpointPart{}
+	firsts := map[string]int64{}
 	for _, e := range entries {
 		if e.Kind != EntryCheckpoint {
 			continue
 		}
 		k := fmt.Sprintf("%s/%s/%d", e.Role, e.Token, e.Checkpoint.Sequence)
+		if len(parts[k]) == 0 {
+			firsts[k] = e.Offset
+		}
 		parts[k] = append(parts[k], *e.Checkpoint)
 		if len(parts[k]) < e.Checkpoint.Parts {
 			continue
@@ -346,12 +334,26 @@ func checkpointsOf(t *testing.T, entries []Entry) []Checkpoint {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, cp)
+		out = append(out, loggedCheckpoint{Checkpoint: cp, token: e.Token, first: firsts[k], last: e.Offset})
 	}
 	if len(out) == 0 {
 		t.Fatal("the log holds no checkpoint")
 	}
 	return out
+}
+
+// lastDelta returns the log's last delta checkpoint, and the last with
+// compact IDs when withIDs is set.
+func lastDelta(t *testing.T, entries []Entry, withIDs bool) loggedCheckpoint {
+	t.Helper()
+	cps := checkpointsOf(t, entries)
+	for i := len(cps) - 1; i >= 0; i-- {
+		if cps[i].Base != nil && (!withIDs || len(cps[i].IDs) > 0) {
+			return cps[i]
+		}
+	}
+	t.Fatalf("the log holds no delta (with IDs: %t)", withIDs)
+	return loggedCheckpoint{}
 }
 
 // TestVerifyDeltaCheckpoints checks that Verify reads a delta over its
@@ -370,41 +372,19 @@ func TestVerifyDeltaCheckpoints(t *testing.T) {
 	if vs := Verify(entries); len(vs) > 0 {
 		t.Fatalf("the dispatcher's log: %v", vs)
 	}
-	// The last delta, whose base comes before it.
-	at := -1
-	var delta Checkpoint
-	for i, e := range entries {
-		if e.Kind == EntryCheckpoint && e.Checkpoint.Parts == 1 {
-			if cp, err := AssembleCheckpoint(e.Role, []CheckpointPart{*e.Checkpoint}); err == nil && cp.Base != nil && len(cp.IDs) > 0 {
-				at, delta = i, cp
-			}
-		}
-	}
-	if at < 0 {
-		t.Fatal("the leader wrote no delta with IDs")
-	}
-	if vs := Verify(entries[at:]); len(vs) > 0 {
+	// The last delta, whose base comes before it; the fake log's offsets
+	// are the entries' indexes.
+	logged := lastDelta(t, entries, true)
+	delta := logged.Checkpoint
+	if vs := Verify(entries[logged.first:]); len(vs) > 0 {
 		t.Fatalf("the log from a delta: %v", vs)
 	}
-	if vs := Verify(entries[int(delta.Base.First):]); len(vs) > 0 {
+	if vs := Verify(entries[delta.Base.First:]); len(vs) > 0 {
 		t.Fatalf("the log from the delta's base: %v", vs)
 	}
 
-	upTo := entries[:at+1]
-	again := func(cp Checkpoint) []Entry {
-		ps, err := EncodeCheckpoint(upTo[at].Role, upTo[at].Checkpoint.Sequence+1, cp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := slices.Clone(upTo)
-		for _, p := range ps {
-			e := upTo[at]
-			e.Offset = out[len(out)-1].Offset + 1
-			e.Checkpoint = &p
-			out = append(out, e)
-		}
-		return out
-	}
+	upTo, part := entries[:logged.last+1], entries[logged.last]
+	again := func(cp Checkpoint) []Entry { return appendCheckpoint(t, upTo, part, cp) }
 	if vs := Verify(again(delta)); len(vs) > 0 {
 		t.Fatalf("the same delta again: %v", vs)
 	}
@@ -431,20 +411,10 @@ func TestLookupReadsBaseOnlyWhenNeeded(t *testing.T) {
 	r := startLeader(t, log, &rangeLog{leaderLog: log}, 0, map[string]Device{"dev": &countingDevice{}}, WithCheckpointInterval(interval))
 	submitMany(t, r.d, "g", n, time.Now())
 	r.stop(t)
-	entries := log.entries(t)
-	end, inDelta := int64(-1), map[uint64]bool{}
-	for _, e := range entries {
-		if e.Kind == EntryCheckpoint {
-			if cp, err := AssembleCheckpoint(e.Role, []CheckpointPart{*e.Checkpoint}); err == nil && cp.Base != nil && len(cp.IDs) > 0 {
-				end, inDelta = e.Offset+1, map[uint64]bool{}
-				for _, id := range cp.IDs {
-					inDelta[id.Hash] = true
-				}
-			}
-		}
-	}
-	if end < 0 {
-		t.Fatal("the leader wrote no delta with IDs")
+	delta := lastDelta(t, log.entries(t), true)
+	end, inDelta := delta.last+1, map[uint64]bool{}
+	for _, id := range delta.IDs {
+		inDelta[id.Hash] = true
 	}
 	var deltaID, baseID string
 	for i := range n {
@@ -487,11 +457,7 @@ func TestRecoveryFromDeltaEqualsFullLog(t *testing.T) {
 	tok := mustToken(t, 3, 1)
 	for seed := range 400 {
 		c := randChoices{rand.New(rand.NewPCG(uint64(seed), 13))}
-		entries := lawfulLog(c, 10+c.intn(120), now)
-		for i := range entries {
-			entries[i].Offset = int64(i)
-			entries[i].At = now
-		}
+		entries := placedLawfulLog(c, now)
 		cut1 := c.intn(len(entries) + 1)
 		cut2 := cut1 + c.intn(len(entries)-cut1+1)
 		full := foldLog(propRole, requests, entries)
@@ -510,18 +476,7 @@ func TestRecoveryFromDeltaEqualsFullLog(t *testing.T) {
 		}
 		delta.IDs, delta.Base = added, &CheckpointBase{Token: tok, Sequence: 1, First: int64(cut1), Last: int64(cut1)}
 
-		decode := func(cp Checkpoint) Checkpoint {
-			parts, err := EncodeCheckpoint(propRole, int64(seed), cp)
-			if err != nil {
-				t.Fatalf("seed %d: %v", seed, err)
-			}
-			out, err := AssembleCheckpoint(propRole, parts)
-			if err != nil {
-				t.Fatalf("seed %d: %v", seed, err)
-			}
-			return out
-		}
-		b, d := decode(base), decode(delta)
+		b, d := roundTrip(t, seed, base), roundTrip(t, seed, delta)
 		if d.Base == nil || *d.Base != *delta.Base {
 			t.Fatalf("seed %d: the delta's base decodes as %+v", seed, d.Base)
 		}

@@ -337,23 +337,11 @@ func TestRecoveryFromCheckpointEqualsFullLog(t *testing.T) {
 	requests := coordination.TopicPartition{Topic: DefaultRequestsTopic, Partition: 12}
 	for seed := range 400 {
 		c := randChoices{rand.New(rand.NewPCG(uint64(seed), 11))}
-		entries := lawfulLog(c, 10+c.intn(120), now)
-		for i := range entries {
-			entries[i].Offset = int64(i)
-			entries[i].At = now
-		}
+		entries := placedLawfulLog(c, now)
 		cut := c.intn(len(entries) + 1)
 		full := foldLog(propRole, requests, entries)
 
-		cp := checkpointOfFold(foldLog(propRole, requests, entries[:cut]), now)
-		parts, err := EncodeCheckpoint(propRole, int64(seed), cp)
-		if err != nil {
-			t.Fatalf("seed %d: %v", seed, err)
-		}
-		decoded, err := AssembleCheckpoint(propRole, parts)
-		if err != nil {
-			t.Fatalf("seed %d: %v", seed, err)
-		}
+		decoded := roundTrip(t, seed, checkpointOfFold(foldLog(propRole, requests, entries[:cut]), now))
 		f := newFolder(propRole, requests)
 		f.seed(decoded, blocksOf(toCompacts(decoded.IDs)))
 		for i := cut; i < len(entries); i++ {
@@ -361,6 +349,32 @@ func TestRecoveryFromCheckpointEqualsFullLog(t *testing.T) {
 		}
 		sameState(t, fmt.Sprintf("seed %d cut %d/%d", seed, cut, len(entries)), full, f.finish())
 	}
+}
+
+// placedLawfulLog returns a lawful log of 10 to 129 records, each at its
+// index as its offset and written at now.
+func placedLawfulLog(c choices, now time.Time) []Entry {
+	entries := lawfulLog(c, 10+c.intn(120), now)
+	for i := range entries {
+		entries[i].Offset = int64(i)
+		entries[i].At = now
+	}
+	return entries
+}
+
+// roundTrip encodes cp as checkpoint seed of the property role and decodes
+// it again.
+func roundTrip(t *testing.T, seed int, cp Checkpoint) Checkpoint {
+	t.Helper()
+	parts, err := EncodeCheckpoint(propRole, int64(seed), cp)
+	if err != nil {
+		t.Fatalf("seed %d: %v", seed, err)
+	}
+	out, err := AssembleCheckpoint(propRole, parts)
+	if err != nil {
+		t.Fatalf("seed %d: %v", seed, err)
+	}
+	return out
 }
 
 // checkpointOfFold takes a checkpoint of a folded state as the dispatcher
