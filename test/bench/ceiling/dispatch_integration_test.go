@@ -4,11 +4,10 @@ package ceiling
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/krabka-io/krabka-dispatch/test/kafkatest"
 )
 
 // TestMeasureSubmitModes runs the end-to-end dispatcher side's rounds on the
@@ -17,22 +16,17 @@ import (
 // began, and a batch handed to one SubmitBatch commits its Issued records in
 // one transaction a round, where Submits of their own take one or more.
 func TestMeasureSubmitModes(t *testing.T) {
-	brokers := os.Getenv("KRABKA_KAFKA_BROKERS")
-	if brokers == "" {
-		t.Fatal("KRABKA_KAFKA_BROKERS must be set: source .run/kafka/env after scripts/services/10-kafka.sh start")
-	}
-	addrs := strings.Split(brokers, ",")
+	addrs := kafkatest.Brokers(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	suffix := time.Now().UnixNano()
-	logTopic, requestsTopic := fmt.Sprintf("measure-log-%d", suffix), fmt.Sprintf("measure-requests-%d", suffix)
+	logTopic, requestsTopic := kafkatest.UniqueName(t, "measure-log"), kafkatest.UniqueName(t, "measure-requests")
 	for _, name := range []string{logTopic, requestsTopic} {
 		if err := CreateTopic(ctx, addrs, TopicSpec{Name: name, Partitions: 1, Replication: 3, MinInsyncReplicas: 2}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	defer func() { _ = DeleteTopics(context.Background(), addrs, logTopic, requestsTopic) }()
-	d, err := StartDispatcher(ctx, DispatcherSetup{Brokers: addrs, Role: fmt.Sprintf("measure-modes-%d", suffix),
+	d, err := StartDispatcher(ctx, DispatcherSetup{Brokers: addrs, Role: kafkatest.UniqueName(t, "measure-modes"),
 		LogTopic: logTopic, RequestsTopic: requestsTopic})
 	if err != nil {
 		t.Fatal(err)
