@@ -95,9 +95,10 @@ func (b idBlocks) all() []compactID {
 	return out
 }
 
-// deltaIDsLocked returns the compact IDs that a delta on the dispatcher's
-// base holds: those added to the window since the base's snapshot and
-// still in it, in hash order. The caller holds d.mu.
+// deltaIDsLocked returns, in a slice of their own, the compact IDs that a
+// delta on the dispatcher's base holds: those added to the window since the
+// base's snapshot and still in it, in no order (see sortedDelta). The
+// caller holds d.mu.
 func (d *Dispatcher) deltaIDsLocked() []compactID {
 	out := make([]compactID, 0, len(d.cpAdded))
 	for _, id := range d.cpAdded {
@@ -105,8 +106,13 @@ func (d *Dispatcher) deltaIDsLocked() []compactID {
 			out = append(out, id)
 		}
 	}
-	sortByHash(out)
-	// An ID added twice since the base (evicted and added again) is the
-	// window's one both times.
-	return slices.CompactFunc(out, func(a, b compactID) bool { return a.hash == b.hash })
+	return out
+}
+
+// sortedDelta sorts the IDs of deltaIDsLocked by hash, once each: an ID
+// added twice since the base (evicted and added again) is the window's one
+// both times.
+func sortedDelta(ids []compactID) []compactID {
+	sortByHash(ids)
+	return slices.CompactFunc(ids, func(a, b compactID) bool { return a.hash == b.hash })
 }

@@ -107,6 +107,7 @@ func (d *Dispatcher) checkpointItems() []*item {
 	d.cpSeq++
 	seq := d.cpSeq
 	var ids idBlocks
+	var added []compactID
 	var covered int // the IDs of cpAdded that a full checkpoint holds
 	if full {
 		ids = d.ids.share()
@@ -115,12 +116,16 @@ func (d *Dispatcher) checkpointItems() []*item {
 	} else {
 		base := *d.cpBase
 		cp.Base = &base
-		ids = blocksOf(d.deltaIDsLocked())
+		added = d.deltaIDsLocked()
 	}
 	// Whatever happens to this one, the next is due only after another
 	// interval: a checkpoint that cannot be written must not stall intake.
 	d.cpDue, d.cpSince = false, 0
 	d.mu.Unlock()
+	if !full {
+		// A delta's IDs are a copy: they are sorted outside the lock.
+		ids = blocksOf(sortedDelta(added))
+	}
 
 	// The window's own blocks are encoded as they are, in hash order, with
 	// no copy of them and no sort.
