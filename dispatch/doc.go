@@ -468,10 +468,11 @@
 // after it, and then on each full checkpoint of its own; one that found
 // none writes its first checkpoint whole. Its first checkpoint is a delta
 // unless that would hold more than a quarter of the window, so that a
-// takeover does not rewrite the whole window. So a delta's base is never more
-// than a full interval behind it, and a recovery reads the delta, its base
-// at the offsets the delta names, and the records after the delta: a
-// bounded tail, not the records back to the last full checkpoint.
+// takeover does not rewrite the whole window. So a delta holds at most a
+// quarter of the window, or the IDs of one full interval when that is more,
+// and a recovery reads the delta, its base at the offsets the delta names,
+// and the records after the delta: a bounded tail, not the records back to
+// the last full checkpoint.
 //
 // Recovery finds the newest checkpoint by reading backwards from the high
 // watermark taken when it began: one checkpoint interval of offsets, then

@@ -242,6 +242,18 @@ func TestCheckpointRecovery(t *testing.T) {
 	whole.stop(t)
 	second.stop(t)
 	verifyClean(t, log)
+	// A window of at most 16 intervals of IDs is written whole every time,
+	// in the layout the release before reads, the successor's first
+	// checkpoint included.
+	cps := checkpointsOf(t, log.entries(t))
+	if last := cps[len(cps)-1]; last.token != second.leader.Token() {
+		t.Fatalf("the successor wrote no checkpoint; the last is by %s", last.token)
+	}
+	for _, cp := range cps {
+		if cp.Base != nil {
+			t.Fatalf("a window of at most 1,100 IDs was checkpointed as a delta at offset %d", cp.last)
+		}
+	}
 }
 
 // TestDedupWindow checks the window's rule on a manual clock: a duplicate
