@@ -488,3 +488,42 @@ func TestRecoveryFromDeltaEqualsFullLog(t *testing.T) {
 		sameState(t, fmt.Sprintf("seed %d cuts %d %d/%d", seed, cut1, cut2, len(entries)), full, f.finish())
 	}
 }
+
+// TestFullCheckpointDue checks when a checkpoint writes the window whole: a
+// window of at most 16 intervals always; a larger one when no base is known,
+// once a sixteenth of its IDs in records passed since the base, and, for a
+// leadership's first checkpoint, when a delta would hold more than a quarter
+// of the window.
+func TestFullCheckpointDue(t *testing.T) {
+	const interval = 10
+	window := func(n int) *idWindow {
+		w := newIDWindow()
+		for i := range n {
+			w.add(CheckpointID{Hash: uint64(i + 1), First: int64(2 * i), Outcome: int64(2*i + 1), SubmittedAt: at})
+		}
+		return w
+	}
+	base := &CheckpointBase{Token: mustToken(t, 1, 0), First: 1, Last: 1}
+	for _, c := range []struct {
+		name      string
+		ids       int
+		base      *CheckpointBase
+		seq       int64
+		since     int
+		added     int
+		wantWhole bool
+	}{
+		{"a small window", 16 * interval, base, 1, 0, 0, true},
+		{"no base", 1600, nil, 1, 0, 0, true},
+		{"a delta", 1600, base, 1, 99, 40, false},
+		{"the full one is due", 1600, base, 1, 100, 40, true},
+		{"a first delta of a quarter", 1600, base, 0, 1000, 400, false},
+		{"a first delta above a quarter", 1600, base, 0, 0, 401, true},
+	} {
+		d := &Dispatcher{cfg: &config{checkpointInterval: interval}, ids: window(c.ids), cpBase: c.base,
+			cpSeq: c.seq, cpFullSince: c.since, cpAdded: make([]compactID, c.added)}
+		if got := d.fullCheckpointDueLocked(); got != c.wantWhole {
+			t.Errorf("%s: whole %t, want %t", c.name, got, c.wantWhole)
+		}
+	}
+}
