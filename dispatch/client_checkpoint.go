@@ -7,12 +7,6 @@ import (
 	"github.com/krabka-io/krabka-dispatch/coordination"
 )
 
-// clientSearchStep is the first step of a lookup's backward search for the
-// role's newest checkpoint. It is smaller than the leader's checkpoint
-// interval: a checkpoint usually lies near the end, and the doubling steps
-// read at most about twice the offsets between it and the end.
-const clientSearchStep = 1024
-
 // logSearch is what a lookup without a hint learnt from the end of the
 // role's partition.
 type logSearch struct {
@@ -40,7 +34,7 @@ func (c *Client) searchLog(ctx context.Context, tp coordination.TopicPartition, 
 		return s, err
 	}
 	s.end = end
-	s.checkpointSearch, err = searchCheckpoint(ctx, role, max(from, start), end, clientSearchStep, roleRange(c.reader, tp, role), true)
+	s.checkpointSearch, err = searchCheckpoint(ctx, role, max(from, start), end, firstSearchStep, roleRange(c.reader, tp, role), true)
 	return s, err
 }
 

@@ -119,6 +119,11 @@ type Dispatcher struct {
 	cpSince   int   // records of the role committed since the last checkpoint
 	cpAt      int64 // offset of the last checkpoint's last part, or the log start
 	cpDue     bool  // a checkpoint is due whatever cpSince says
+	// cpEnded is closed and replaced each time the writing of a checkpoint
+	// ends, committed or given up; cpEndedSeq is that checkpoint's
+	// sequence. A drain waits on them for its closing checkpoint.
+	cpEnded    chan struct{}
+	cpEndedSeq int64
 
 	// cpBase is the role's newest full checkpoint, that a delta builds on:
 	// the one recovery started from (or its base), then each one this
@@ -179,6 +184,7 @@ func NewDispatcher(leader Leader, registry *Registry, log LogReader, options ...
 		lanes:     make(map[string]*lane),
 		ids:       newIDWindow(),
 		cpAt:      -1,
+		cpEnded:   make(chan struct{}),
 	}
 	d.ranger, _ = log.(LogRangeReader)
 	d.fresh = newFreshness(leader, cfg.safetyMargin, cfg.writeRetryBackoff)

@@ -137,6 +137,7 @@ func (d *Dispatcher) checkpointItems() []*item {
 	}
 	if err != nil {
 		d.cfg.logger.Error("dispatch: cannot encode a checkpoint; recovery reads further back until one is written", "err", err)
+		d.checkpointEnded(seq)
 		return nil
 	}
 	items := make([]*item, 0, len(parts))
@@ -144,6 +145,7 @@ func (d *Dispatcher) checkpointItems() []*item {
 		it, err := d.newItem(Entry{Kind: EntryCheckpoint, Checkpoint: &parts[i]}, trace.SpanContext{})
 		if err != nil {
 			d.cfg.logger.Error("dispatch: cannot encode a checkpoint part", "err", err)
+			d.checkpointEnded(seq)
 			return nil
 		}
 		// The record holds a copy: the part, a buffer of its own, goes.
@@ -161,6 +163,7 @@ func (d *Dispatcher) checkpointItems() []*item {
 		if offset >= 0 {
 			d.cpAt = offset
 		}
+		d.checkpointEndedLocked(seq)
 		if !full {
 			return
 		}
@@ -219,4 +222,58 @@ func checkpointCommandOf(c *command, role string, at time.Time) CheckpointComman
 		cc.Status, cc.Outcome = c.outcome.Status, c.outcome
 	}
 	return cc
+}
+
+// checkpointEnded records that the writing of checkpoint seq ended.
+func (d *Dispatcher) checkpointEnded(seq int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.checkpointEndedLocked(seq)
+}
+
+// checkpointEndedLocked records that the writing of checkpoint seq ended,
+// and wakes whoever waits for one. The caller holds d.mu.
+func (d *Dispatcher) checkpointEndedLocked(seq int64) {
+	d.cpEndedSeq = max(d.cpEndedSeq, seq)
+	close(d.cpEnded)
+	d.cpEnded = make(chan struct{})
+}
+
+// closingCheckpoint writes a checkpoint of the drained state when the log
+// partition moved since the last one, and waits until its writing ended, the
+// dispatcher halted, or ctx ended. The next leader's recovery then starts
+// from it and reads no tail: a handover hands the role over with its state.
+// It is best effort: without it, the next leader reads the tail instead.
+func (d *Dispatcher) closingCheckpoint(ctx context.Context) {
+	if d.ranger == nil {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, DefaultKafkaRequestTimeout)
+	_, end, err := d.ranger.Bounds(rctx, d.logTP)
+	cancel()
+	d.mu.Lock()
+	// The last checkpoint's commit marker takes the offset after it.
+	if d.halted || (err == nil && d.cpSince == 0 && d.cpAt >= 0 && end-d.cpAt <= 2) {
+		d.mu.Unlock()
+		return
+	}
+	after := d.cpSeq
+	d.cpDue = true
+	d.mu.Unlock()
+	d.commits.notify()
+	for {
+		d.mu.Lock()
+		ended, done := d.cpEnded, d.cpEndedSeq > after
+		d.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-ended:
+		case <-d.haltCtx.Done():
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }

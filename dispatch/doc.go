@@ -475,26 +475,29 @@
 // the last full checkpoint.
 //
 // Recovery finds the newest checkpoint by reading backwards from the high
-// watermark taken when it began: one checkpoint interval of offsets, then
-// twice that, and so on up to 65,536 offsets a read, until it holds every
-// part of the newest checkpoint of its role, and decodes only its role's
-// records on the way (the role is read from a record's key; the other
-// roles' records are counted and skipped). Since the
+// watermark taken when it began: 1,024 offsets (or one checkpoint interval
+// when that is less), then twice that, and so on up to 65,536 offsets a
+// read, until it holds every part of the newest checkpoint of its role, and
+// decodes only its role's records on the way (the role is read from a
+// record's key; the other roles' records are counted and skipped). Since the
 // leader writes a checkpoint at least every interval of partition offsets,
-// the first read or two find it whatever else the partition holds, and the
-// records recovery reads are bounded by the interval and the records after
-// the checkpoint, not by the history ([RecoveryStats]). A partition without
-// a checkpoint of the role is read to its start, as without checkpoints; so
-// is one whose newest checkpoint is a delta whose base retention deleted.
+// the search reads at most about twice the interval whatever else the
+// partition holds, and the records recovery reads are bounded by the
+// interval and the records after the checkpoint, not by the history
+// ([RecoveryStats]). A leader that drains before it gives the role up
+// ([Dispatcher.Drain]) writes a checkpoint last, so that its successor's
+// first read finds it and the tail is empty. A partition without a
+// checkpoint of the role is read to its start, as without checkpoints; so is
+// one whose newest checkpoint is a delta whose base retention deleted.
 //
 // [Client.Status] and [Client.Wait] without a hint search the same way for
-// the role's newest checkpoint, from a smaller first step, and read a
-// command's records at the offsets the checkpoint holds for it, or, for a
-// command it does not hold, only the records after it; a command ID is
-// compared whole with the records read, so a hash that another command
-// shares gives no wrong answer. They read the base of a delta only for a
-// command that neither the delta nor the records after it name. Only a role with no checkpoint in the
-// lookup window has the window read ([Client.RecordsRead] counts).
+// the role's newest checkpoint, and read a command's records at the offsets
+// the checkpoint holds for it, or, for a command it does not hold, only the
+// records after it; a command ID is compared whole with the records read, so
+// a hash that another command shares gives no wrong answer. They read the
+// base of a delta only for a command that neither the delta nor the records
+// after it name. Only a role with no checkpoint in the lookup window has the
+// window read ([Client.RecordsRead] counts).
 //
 // # Audit
 //

@@ -63,6 +63,12 @@ func (d *Dispatcher) Ready() <-chan struct{} { return d.ready }
 // settles what is left), or ctx's error when ctx ends first. It does not halt
 // the dispatcher: end Run's context after it to give the role up.
 //
+// Once every command settled, and when the log partition moved since the
+// last checkpoint, Drain writes a checkpoint of the settled state and waits
+// for it (bounded by ctx), so that the next leader's recovery starts from it
+// and reads no tail. It returns nil even when that checkpoint could not be
+// written: the next leader then reads the tail, as after a crash.
+//
 // Called before recovery finished, Drain waits for recovery, then for the
 // commands that recovery dispatches again.
 func (d *Dispatcher) Drain(ctx context.Context) error {
@@ -79,6 +85,7 @@ func (d *Dispatcher) Drain(ctx context.Context) error {
 	for {
 		waits := d.unsettled()
 		if len(waits) == 0 {
+			d.closingCheckpoint(ctx)
 			return nil
 		}
 		for _, settled := range waits {

@@ -11,8 +11,17 @@ import (
 	"github.com/krabka-io/krabka-dispatch/coordination"
 )
 
+// firstSearchStep is the first step of the backward search for the role's
+// newest checkpoint, of a recovery (unless the checkpoint interval is
+// smaller) and of a lookup. It is smaller than the default checkpoint
+// interval: a checkpoint usually lies near the end (a drained leader writes
+// one last), and the doubling steps read at most about twice the offsets
+// between it and the end, where a first step of an interval read an
+// interval of other roles' records whatever the distance.
+const firstSearchStep = 1024
+
 // maxSearchStep bounds the offsets of one read of the backward search for a
-// checkpoint, which doubles its step from the checkpoint interval. Past it,
+// checkpoint, which doubles its step from firstSearchStep. Past it,
 // the search reads on in steps of this size: whatever lies in a read before
 // the checkpoint is read for nothing, and a step that kept doubling read
 // more than the distance to the checkpoint (132,000 records of 300,000, at a
@@ -24,12 +33,13 @@ const maxSearchStep = 1 << 16
 // recoverFromCheckpoint reads the role's state from the newest complete
 // checkpoint of the role and the records after it, up to the high watermark
 // taken when it began. It finds the checkpoint by reading backwards from the
-// high watermark, one step of offsets at a time, starting with the
-// checkpoint interval and doubling: the leader writes a checkpoint at least
-// every interval of offsets of the partition (see the package doc), so the
-// first step or two find it however many records of other roles the
-// partition holds. A partition with no checkpoint of the role is read to its
-// start, as without checkpoints.
+// high watermark, one step of offsets at a time, starting with the smaller
+// of firstSearchStep and the checkpoint interval and doubling: the leader
+// writes a checkpoint at least every interval of offsets of the partition
+// (see the package doc), so the search reads at most about twice that
+// however many records of other roles the partition holds. A partition
+// with no checkpoint of the role is read to its start, as without
+// checkpoints.
 func (d *Dispatcher) recoverFromCheckpoint(ctx context.Context) (recovered, RecoveryStats, error) {
 	stats := RecoveryStats{CheckpointOffset: -1, BaseOffset: -1}
 	var start, end int64
@@ -41,7 +51,7 @@ func (d *Dispatcher) recoverFromCheckpoint(ctx context.Context) (recovered, Reco
 	if err != nil {
 		return recovered{}, stats, err
 	}
-	state, stats, err := recoverState(ctx, d.role, d.requestTP, start, end, int64(d.cfg.checkpointInterval), d.readRange)
+	state, stats, err := recoverState(ctx, d.role, d.requestTP, start, end, min(int64(d.cfg.checkpointInterval), firstSearchStep), d.readRange)
 	stats.Start, stats.End = start, end
 	return state, stats, err
 }

@@ -462,3 +462,56 @@ func toCompacts(ids []CheckpointID) []compactID {
 	}
 	return out
 }
+
+// TestDrainEndsWithACheckpoint drains a leader whose last checkpoint lies
+// behind its own records and its neighbour's: the drain writes a checkpoint
+// of the settled state, so that the successor reads no tail; a drain with
+// nothing written since writes none.
+func TestDrainEndsWithACheckpoint(t *testing.T) {
+	log := &leaderLog{}
+	devices := map[string]Device{"dev": &countingDevice{}}
+	// The interval is never reached: no checkpoint but the drain's.
+	first := startLeader(t, log, &rangeLog{leaderLog: log}, 0, devices, WithCheckpointInterval(100_000))
+	submitMany(t, first.d, "a", 300, time.Now())
+	otherRole(t, log, 0, 500)
+	for _, e := range log.entries(t) {
+		if e.Kind == EntryCheckpoint {
+			t.Fatalf("a checkpoint at offset %d before the drain", e.Offset)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := first.d.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	entries := log.entries(t)
+	cps := checkpointsOf(t, entries)
+	if len(cps) != 1 {
+		t.Fatalf("the drain wrote %d checkpoints, want 1", len(cps))
+	}
+	cp := cps[0]
+	if cp.token != first.leader.Token() || cp.last != int64(len(entries)-1) || len(cp.Commands) != 0 {
+		t.Fatalf("the drain's checkpoint: by %s, ending at %d of %d records, %d commands held whole; want the leader's, last, none",
+			cp.token, cp.last, len(entries), len(cp.Commands))
+	}
+	// Nothing moved since: a second drain writes nothing.
+	if err := first.d.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(log.entries(t)); n != len(entries) {
+		t.Fatalf("a drain with nothing new wrote %d records", n-len(entries))
+	}
+	first.stop(t)
+	verifyClean(t, log)
+
+	second := startLeader(t, log, &rangeLog{leaderLog: log}, 1, devices, WithCheckpointInterval(100_000))
+	defer second.stop(t)
+	stats := second.d.RecoveryStats()
+	// The first read of the search, 1,024 offsets, holds the checkpoint.
+	if stats.CheckpointOffset != cp.last || stats.TailRecords != 0 || stats.RecordsRead > 1024 {
+		t.Fatalf("the successor's recovery: %+v; want it to start at the checkpoint ending at %d, with no tail, in one read", stats, cp.last)
+	}
+	if r := second.d.Retained(); r.Compact != 300 {
+		t.Fatalf("the successor holds %+v, want 300 compact IDs", r)
+	}
+}
