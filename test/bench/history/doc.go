@@ -5,7 +5,9 @@
 // N settled commands of the role and N of another role that shares the
 // partition, written by real dispatchers (dispatch.Dispatcher over the
 // Kafka transport, fed through the requests topic, with a device that does
-// nothing), so the log holds whatever a dispatcher writes. It then builds
+// nothing), which lead side by side until both are filled and then drain,
+// as members stopped one after the other do, so the log holds whatever a
+// dispatcher writes. It then builds
 // nothing itself: it runs the dispatcher binary (`dispatcher run`,
 // configured by YAML files as an operator writes them) against the real
 // cluster and measures, on that log:

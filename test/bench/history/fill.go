@@ -32,9 +32,16 @@ type topics struct {
 
 // fill leads role with a real dispatcher and a device that does nothing,
 // sends it n commands through the requests topic in large asynchronous
-// batches, waits until every one settled, and resigns. The log then holds
-// what a dispatcher writes for n commands, under the role's own leadership.
-func fill(ctx context.Context, c *Config, t topics, role string, n int) error {
+// batches, and waits until every one settled. It then calls filled (also
+// when it fails) and leads on, as a member beside its neighbours does, until
+// all is closed: the other role's filler is done too. Then it drains, as a
+// member stopped in turn does, and resigns. The log then holds what a
+// dispatcher writes for n commands, under the role's own leadership, among
+// the other role's records.
+func fill(ctx context.Context, c *Config, t topics, role string, n int, filled func(), all <-chan struct{}) error {
+	var once sync.Once
+	done := func() { once.Do(filled) }
+	defer done()
 	lease, err := coordination.NewLeaseConfig(c.Lease, c.Renew, c.Stagger)
 	if err != nil {
 		return err
@@ -80,12 +87,32 @@ func fill(ctx context.Context, c *Config, t topics, role string, n int) error {
 		return err
 	}
 	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- d.Run(runCtx) }()
+	ran := make(chan error, 1)
+	go func() { ran <- d.Run(runCtx) }()
 	defer func() {
 		stop()
-		<-done
+		<-ran
 	}()
+	if err := settle(ctx, c, t, role, n, d, ran); err != nil {
+		return err
+	}
+	done()
+	select {
+	case <-all:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	dctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := d.Drain(dctx); err != nil {
+		return fmt.Errorf("fill %s: drain: %w", role, err)
+	}
+	return nil
+}
+
+// settle sends n commands of role through the requests topic to d, and
+// waits until every one settled.
+func settle(ctx context.Context, c *Config, t topics, role string, n int, d *dispatch.Dispatcher, ran chan error) error {
 	if n == 0 {
 		return nil
 	}
@@ -104,8 +131,8 @@ func fill(ctx context.Context, c *Config, t topics, role string, n int) error {
 		}
 		select {
 		case <-tick.C:
-		case err := <-done:
-			done <- err
+		case err := <-ran:
+			ran <- err
 			return fmt.Errorf("fill %s: the dispatcher stopped: %w", role, err)
 		case <-ctx.Done():
 			return ctx.Err()

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sync"
 	"syscall"
 	"time"
 
@@ -109,8 +110,15 @@ func runSize(ctx context.Context, c *Config, n int) (row Row, err error) {
 	sctx, cancel = step(fmt.Sprintf("fill %d commands of %s and %d of %s through real dispatchers", n, role, n, other))
 	start := time.Now()
 	errs := make(chan error, 2)
+	var fillers sync.WaitGroup
+	fillers.Add(2)
+	all := make(chan struct{})
+	go func() {
+		fillers.Wait()
+		close(all)
+	}()
 	for _, r := range []string{role, other} {
-		go func() { errs <- fill(sctx, c, t, r, n) }()
+		go func() { errs <- fill(sctx, c, t, r, n, fillers.Done, all) }()
 	}
 	for range 2 {
 		if e := <-errs; e != nil && err == nil {
