@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 )
 
 // errBaseGone reports a delta checkpoint whose base lies before the log
@@ -20,7 +21,7 @@ func readBase(ctx context.Context, role string, base CheckpointBase, logStart in
 	if base.First < logStart {
 		return nil, 0, errBaseGone
 	}
-	entries, n, err := read(ctx, base.First, base.Last+1)
+	entries, n, err := readHalves(ctx, base.First, base.Last+1, read)
 	if err != nil {
 		return nil, n, err
 	}
@@ -115,4 +116,26 @@ func (d *Dispatcher) deltaIDsLocked() []compactID {
 func sortedDelta(ids []compactID) []compactID {
 	sortByHash(ids)
 	return slices.CompactFunc(ids, func(a, b compactID) bool { return a.hash == b.hash })
+}
+
+// readHalves reads the offsets from first up to end in two halves at once,
+// and returns their entries in offset order. A full checkpoint of a large
+// window is some twenty records of about a mebibyte, each a fetch of its
+// own: two reads at once take little more than half the time of one.
+func readHalves(ctx context.Context, first, end int64, read rangeReader) ([]Entry, int, error) {
+	if end-first < 2 {
+		return read(ctx, first, end)
+	}
+	mid := first + (end-first)/2
+	var upper []Entry
+	var nUpper int
+	var errUpper error
+	var wg sync.WaitGroup
+	wg.Go(func() { upper, nUpper, errUpper = read(ctx, mid, end) })
+	lower, n, err := read(ctx, first, mid)
+	wg.Wait()
+	if err := errors.Join(err, errUpper); err != nil {
+		return nil, n + nUpper, err
+	}
+	return append(lower, upper...), n + nUpper, nil
 }

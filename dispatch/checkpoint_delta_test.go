@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -524,6 +525,44 @@ func TestFullCheckpointDue(t *testing.T) {
 			cpSeq: c.seq, cpFullSince: c.since, cpAdded: make([]compactID, c.added)}
 		if got := d.fullCheckpointDueLocked(); got != c.wantWhole {
 			t.Errorf("%s: whole %t, want %t", c.name, got, c.wantWhole)
+		}
+	}
+}
+
+// TestReadHalves reads ranges in two halves at once: the entries come back
+// whole and in offset order, the records read add up, and an error of
+// either half fails the read.
+func TestReadHalves(t *testing.T) {
+	var calls atomic.Int32
+	read := func(_ context.Context, from, to int64) ([]Entry, int, error) {
+		calls.Add(1)
+		if from <= 13 && 13 < to {
+			return nil, int(to - from), errors.New("offset 13 is unreadable")
+		}
+		var out []Entry
+		for o := from; o < to; o++ {
+			out = append(out, Entry{Offset: o})
+		}
+		return out, int(to - from), nil
+	}
+	for _, tc := range []struct {
+		first, end int64
+		calls      int32
+	}{{0, 0, 1}, {0, 1, 1}, {0, 2, 2}, {0, 7, 2}, {3, 12, 2}} {
+		calls.Store(0)
+		entries, n, err := readHalves(context.Background(), tc.first, tc.end, read)
+		if err != nil || n != int(tc.end-tc.first) || len(entries) != n || calls.Load() != tc.calls {
+			t.Fatalf("[%d, %d): %d entries, %d read in %d reads, %v", tc.first, tc.end, len(entries), n, calls.Load(), err)
+		}
+		for i, e := range entries {
+			if e.Offset != tc.first+int64(i) {
+				t.Fatalf("[%d, %d): entry %d has offset %d", tc.first, tc.end, i, e.Offset)
+			}
+		}
+	}
+	for _, rng := range [][2]int64{{10, 14}, {12, 20}} {
+		if _, _, err := readHalves(context.Background(), rng[0], rng[1], read); err == nil {
+			t.Fatalf("[%d, %d) read with offset 13 unreadable", rng[0], rng[1])
 		}
 	}
 }

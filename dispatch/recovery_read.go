@@ -11,7 +11,9 @@ import (
 // writes checkpoints, recovers from the newest one and the records after
 // it instead of the whole partition, and holds a settled command as a
 // compact ID whose records it reads back by offset; without it, it reads
-// the whole partition at takeover and holds every command whole.
+// the whole partition at takeover and holds every command whole. Its
+// methods may be called from several goroutines at once: a recovery reads
+// the parts of a large checkpoint in two reads at a time.
 type LogRangeReader interface {
 	LogReader
 
