@@ -30,10 +30,12 @@ type Row struct {
 	// Fill is how long the fillers took.
 	Fill time.Duration
 	// ColdStart runs from the start of the leader's process until its API
-	// accepted a command; RSSReady is the leader's resident memory then.
-	ColdStart time.Duration
-	RSSReady  int64
-	// LeaderzReady runs from the start until /leaderz answered 200.
+	// accepted a command; RSSReady is the leader's resident memory then;
+	// LeaderzReady runs from the start until /leaderz answered 200. Each is
+	// the median of Samples starts, each after the last one's member
+	// stopped gracefully.
+	ColdStart    time.Duration
+	RSSReady     int64
 	LeaderzReady time.Duration
 	// Failover runs from SIGKILL of the leader until a command succeeded
 	// through the standby; FailoverLeaderz until its /leaderz answered
@@ -140,28 +142,9 @@ func runSize(ctx context.Context, c *Config, n int) (row Row, err error) {
 
 	hc := &http.Client{Timeout: acceptWait + 10*time.Second}
 	defer hc.CloseIdleConnections()
-	sctx, cancel = step("cold start of node-1")
-	start = time.Now()
-	if err = leader.start(c.Binary); err != nil {
-		cancel()
+	if err = coldStarts(ctx, c, n, leader, hc, &row); err != nil {
 		return row, err
 	}
-	err = leader.untilStatus(sctx, hc, "/leaderz", http.StatusOK)
-	row.LeaderzReady = time.Since(start)
-	var ready time.Time
-	if err == nil {
-		ready, err = leader.untilAccepted(sctx, hc, "ready")
-	}
-	cancel()
-	if err != nil {
-		return row, err
-	}
-	row.ColdStart = ready.Sub(start)
-	if row.RSSReady, err = leader.rss(); err != nil {
-		return row, err
-	}
-	c.logf("size %d: node-1 answered /leaderz 200 %s and carried out a command %s after its start, RSS %d MiB", n,
-		row.LeaderzReady.Round(time.Millisecond), row.ColdStart.Round(time.Millisecond), row.RSSReady>>20)
 
 	sctx, cancel = step("start node-2 as a standby")
 	if err = standby.start(c.Binary); err == nil {
@@ -222,6 +205,49 @@ func runSize(ctx context.Context, c *Config, n int) (row Row, err error) {
 		c.logf("size %d: node-2 RSS %d MiB after %d further commands", n, row.RSSAfter>>20, c.Further)
 	}
 	return row, nil
+}
+
+// coldStarts starts leader as the role's only member c.Samples times, the
+// first time on the filled log, each later time after the last one stopped
+// gracefully (SIGTERM: it drains and resigns, as a member restarted in an
+// upgrade does), and sets the medians of the cold start's figures. The last
+// one goes on leading.
+func coldStarts(ctx context.Context, c *Config, n int, leader *member, hc *http.Client, row *Row) error {
+	var leaderz, accepted []time.Duration
+	var rss []int64
+	for i := range c.Samples {
+		if i > 0 {
+			leader.stop(syscall.SIGTERM)
+		}
+		sctx, cancel := context.WithTimeout(ctx, DefaultStepTimeout)
+		c.logf("size %d: cold start %d of node-1", n, i+1)
+		start := time.Now()
+		if err := leader.start(c.Binary); err != nil {
+			cancel()
+			return err
+		}
+		err := leader.untilStatus(sctx, hc, "/leaderz", http.StatusOK)
+		up := time.Since(start)
+		var ready time.Time
+		if err == nil {
+			ready, err = leader.untilAccepted(sctx, hc, fmt.Sprintf("ready-%d", i))
+		}
+		cancel()
+		if err != nil {
+			return err
+		}
+		mem, err := leader.rss()
+		if err != nil {
+			return err
+		}
+		leaderz, accepted, rss = append(leaderz, up), append(accepted, ready.Sub(start)), append(rss, mem)
+		c.logf("size %d: node-1 answered /leaderz 200 %s and carried out a command %s after its start, RSS %d MiB", n,
+			up.Round(time.Millisecond), ready.Sub(start).Round(time.Millisecond), mem>>20)
+	}
+	row.LeaderzReady, row.ColdStart = median(leaderz), median(accepted)
+	slices.Sort(rss)
+	row.RSSReady = rss[len(rss)/2]
+	return nil
 }
 
 // measureLookups measures `dispatcher submit --wait`, `dispatcher status`
