@@ -17,7 +17,8 @@ import (
 // sizes 0 and 500, with 200 further commands, from a dispatcher binary
 // built from the repository, and checks that every figure was taken: the
 // fill wrote the role's and the other role's commands to the shared
-// partition, the leader started and accepted a command, the standby took
+// partition, the leader started and accepted a command (twice, the second
+// time after a graceful stop), the standby took
 // over after SIGKILL and answered /leaderz within two seconds of the
 // bound of taking the lease, the lookups found their
 // commands, and the section names each figure.
@@ -37,7 +38,7 @@ func TestRunAtSmallSizes(t *testing.T) {
 	defer cancel()
 	var progress bytes.Buffer
 	cfg := Config{Brokers: strings.Split(brokers, ","), MQTTURL: mqttURL, Binary: bin, Dir: dir,
-		Sizes: []int{0, 500}, Further: 200, Samples: 1, Settle: -1, Progress: &progress}
+		Sizes: []int{0, 500}, Further: 200, Samples: 2, Settle: -1, Progress: &progress}
 	rows, err := Run(ctx, cfg)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
