@@ -49,10 +49,12 @@ type Config struct {
 	Partitions                  int
 	Lease, Renew, Stagger, Poll time.Duration
 	Samples                     int
-	// Settle is how long after the fill the lookups are measured, at
-	// least: a lookup by time starts dispatch.DefaultLookupSkew before the
-	// time it is given, so without it the hinted lookups would read the
-	// fill itself, which a real history is older than. Zero means
+	// Settle is how long after the fill the cold starts and the lookups
+	// are measured, at least: a lookup by time starts
+	// dispatch.DefaultLookupSkew before the time it is given, so without
+	// it the hinted lookups would read the fill itself, and the brokers
+	// would still be busy with the fill's millions of records during the
+	// cold starts; a real history is older than both. Zero means
 	// DefaultLookupSkew and a second; a negative value waits not at all.
 	Settle time.Duration
 	// Progress receives a line per step; nil discards them.

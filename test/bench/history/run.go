@@ -140,6 +140,14 @@ func runSize(ctx context.Context, c *Config, n int) (row Row, err error) {
 	// The fillers resigned: their registrations are gone, and the first
 	// process to start takes the role at once.
 
+	if wait := time.Until(filled.Add(c.Settle)); wait > 0 {
+		c.logf("size %d: waiting %s, so the history is older than a lookup's skew margin and the brokers are done with it", n, wait.Round(time.Second))
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return row, ctx.Err()
+		}
+	}
 	hc := &http.Client{Timeout: acceptWait + 10*time.Second}
 	defer hc.CloseIdleConnections()
 	if err = coldStarts(ctx, c, n, leader, hc, &row); err != nil {
@@ -155,14 +163,6 @@ func runSize(ctx context.Context, c *Config, n int) (row Row, err error) {
 		return row, err
 	}
 
-	if wait := time.Until(filled.Add(c.Settle)); wait > 0 {
-		c.logf("size %d: waiting %s, so the history is older than a lookup's skew margin", n, wait.Round(time.Second))
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return row, ctx.Err()
-		}
-	}
 	if err = measureLookups(ctx, c, t, role, leader, &row); err != nil {
 		return row, err
 	}
