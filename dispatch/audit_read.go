@@ -185,6 +185,18 @@ func (r *KafkaLogReader) client(partition coordination.TopicPartition, from kgo.
 	return cl, nil
 }
 
+// listClient starts a franz-go client that consumes nothing, for the
+// requests that list offsets: a consuming client would begin to fetch the
+// partition as it starts, for nothing.
+func (r *KafkaLogReader) listClient() (*kgo.Client, error) {
+	opts := append([]kgo.Opt{kgo.RequestTimeoutOverhead(r.requestTimeout)}, r.opts...)
+	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(r.brokers...))...)
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: log reader: %w", err)
+	}
+	return cl, nil
+}
+
 // ReadLog returns every committed entry of the partition, from its start to
 // the high watermark at the time of the call, in offset order, each with its
 // Offset and Batch set. It reads control records too, to know where it is:
@@ -356,7 +368,7 @@ func (r *KafkaLogReader) readRange(ctx context.Context, partition coordination.T
 // timestamps, which the dispatcher's clock sets), or the high watermark
 // when no record is that recent.
 func (r *KafkaLogReader) OffsetAt(ctx context.Context, partition coordination.TopicPartition, t time.Time) (int64, error) {
-	cl, err := r.client(partition, kgo.NewOffset().AtStart(), false)
+	cl, err := r.listClient()
 	if err != nil {
 		return 0, err
 	}
@@ -370,7 +382,7 @@ func (r *KafkaLogReader) OffsetAt(ctx context.Context, partition coordination.To
 // Bounds returns the log start offset and the high watermark of the
 // partition.
 func (r *KafkaLogReader) Bounds(ctx context.Context, partition coordination.TopicPartition) (start, end int64, err error) {
-	cl, err := r.client(partition, kgo.NewOffset().AtStart(), false)
+	cl, err := r.listClient()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -381,10 +393,15 @@ func (r *KafkaLogReader) Bounds(ctx context.Context, partition coordination.Topi
 // bounds returns the log start offset and the high watermark of the
 // partition.
 func (r *KafkaLogReader) bounds(ctx context.Context, cl *kgo.Client, partition coordination.TopicPartition) (start, end int64, err error) {
-	if start, err = r.listOffset(ctx, cl, partition, (*kadm.Client).ListStartOffsets, "log start offset"); err != nil {
-		return 0, 0, err
-	}
-	if end, err = r.listOffset(ctx, cl, partition, (*kadm.Client).ListEndOffsets, "high watermark"); err != nil {
+	// The two requests go at once: a recovery asks for them first.
+	var errStart error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		start, errStart = r.listOffset(ctx, cl, partition, (*kadm.Client).ListStartOffsets, "log start offset")
+	})
+	end, err = r.listOffset(ctx, cl, partition, (*kadm.Client).ListEndOffsets, "high watermark")
+	wg.Wait()
+	if err = errors.Join(errStart, err); err != nil {
 		return 0, 0, err
 	}
 	return start, end, nil
