@@ -240,3 +240,102 @@ func TestCheckpointBoundsRecovery(t *testing.T) {
 		t.Fatalf("a duplicate of a command of the history: %+v %v", dup, err)
 	}
 }
+
+// TestDrainCheckpointOnCluster drains a leader on the real cluster after it
+// took commands and a neighbour wrote past its checkpoint: the drain's
+// checkpoint is the role's last record, a second drain writes nothing (the
+// commit markers after the checkpoint do not count as records written
+// since), and the successor's recovery finds it in its first read, with no
+// tail.
+func TestDrainCheckpointOnCluster(t *testing.T) {
+	c := realCluster(t)
+	tp := c.newTopics(t)
+	role := testRole(t)
+	seedSettled(t, c, tp, role.String(), "old", 2000, time.Now())
+	registry := dispatch.NewRegistry()
+	if err := registry.Register("dev", nopDevice{}); err != nil {
+		t.Fatal(err)
+	}
+	recovered := func(ld *leader) {
+		t.Helper()
+		select {
+		case <-ld.d.Ready():
+		case <-ld.done:
+			t.Fatalf("the dispatcher ended before it recovered: %v", <-ld.runErr)
+		case <-time.After(30 * time.Second):
+			t.Fatal("the dispatcher did not recover")
+		}
+	}
+	reader, err := dispatch.NewKafkaLogReader(c.brokers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := func() int64 {
+		t.Helper()
+		_, end, err := reader.Bounds(t.Context(), tp.logPartition())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return end
+	}
+
+	first := lead(t, c, tp, role, "m1", registry, dispatch.WithCheckpointInterval(100_000))
+	recovered(first)
+	cmds := make([]dispatch.Command, 300)
+	for i := range cmds {
+		cmds[i] = dispatch.Command{ID: fmt.Sprintf("new-%d", i), Device: "dev", Action: "set"}
+	}
+	for i, r := range first.d.SubmitBatch(t.Context(), cmds) {
+		if r.Err != nil || r.Outcome.Status != dispatch.StatusSucceeded {
+			t.Fatalf("SubmitBatch, command %d: %+v %v", i, r.Outcome, r.Err)
+		}
+	}
+	seedSettled(t, c, tp, "neighbour", "n", 250, time.Now())
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := first.d.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	drained := end()
+	entries, err := reader.ReadRange(t.Context(), tp.logPartition(), dispatch.LogRange{From: drained - 20, Until: drained})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last dispatch.Entry
+	for _, e := range entries {
+		if e.Role == role.String() {
+			last = e
+		}
+	}
+	// The token moves on with each commit under transactions v2: the
+	// member names the writer.
+	if last.Kind != dispatch.EntryCheckpoint || last.Member != "m1" {
+		t.Fatalf("the role's last record after the drain: %s by %s; want a checkpoint by m1", last.Kind, last.Member)
+	}
+	if err := first.d.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if again := end(); again != drained {
+		t.Fatalf("a second drain, with nothing written since the first, moved the partition from %d to %d", drained, again)
+	}
+	first.stop()
+	<-first.done
+	rctx, rcancel := context.WithTimeout(t.Context(), 5*time.Second)
+	_ = first.l.Resign(rctx)
+	rcancel()
+
+	second := lead(t, c, tp, role, "m2", registry, dispatch.WithCheckpointInterval(100_000))
+	recovered(second)
+	defer func() {
+		second.stop()
+		<-second.done
+	}()
+	stats := second.d.RecoveryStats()
+	t.Logf("the successor read %d records: checkpoint at %d, %d of the role after it", stats.RecordsRead, stats.CheckpointOffset, stats.TailRecords)
+	if stats.CheckpointOffset != last.Offset || stats.TailRecords != 0 || stats.RecordsRead > 1024 {
+		t.Fatalf("the successor's recovery %+v; want the drain's checkpoint at %d, no tail, one read", stats, last.Offset)
+	}
+	if r := second.d.Retained(); r.Compact != 2300 || r.Whole != 0 {
+		t.Fatalf("the successor holds %+v, want 2,300 compact IDs", r)
+	}
+}
