@@ -75,7 +75,7 @@ func NewTopicsCommand(streams Streams) *cobra.Command {
 		Long: `topics creates the three topics the dispatcher needs, with the settings its
 guarantees rest on, and checks those that exist:
 
-  coordination (__coordination_state)  cleanup.policy=compact
+  coordination (__coordination_state)  cleanup.policy=compact, segment.ms=1 hour
   log (dispatch.log)                   cleanup.policy=delete, retention.ms=-1 (the audit record)
   requests (dispatch.requests)         cleanup.policy=delete, retention.ms=7 days
 
@@ -132,12 +132,20 @@ type topicSpec struct {
 	configs    map[string]string
 }
 
+// coordinationSegmentMillis is the segment.ms of the coordination topic:
+// an hour. Compaction never cleans the active segment, and a member that
+// starts reads its coordination partition from the start, so with Kafka's
+// default of seven days it would read up to a week of every lease renewal
+// of every role on the partition before it can campaign; with an hour, at
+// most an hour of them beside one record of each key.
+const coordinationSegmentMillis = "3600000"
+
 func (o *TopicsOptions) specs() []topicSpec {
 	t := o.Cluster.Config.Topics
 	isr := strconv.Itoa(o.MinInsync)
 	return []topicSpec{
 		{name: t.Coordination, purpose: "coordination", partitions: t.CoordinationPartitions, configs: map[string]string{
-			"cleanup.policy": "compact", "min.insync.replicas": isr,
+			"cleanup.policy": "compact", "min.insync.replicas": isr, "segment.ms": coordinationSegmentMillis,
 		}},
 		{name: t.Log, purpose: "log", partitions: t.Partitions, configs: map[string]string{
 			"cleanup.policy": "delete", "min.insync.replicas": isr, "retention.ms": retentionMillis(o.LogRetention),

@@ -33,6 +33,30 @@ func TestTopicsCreatesThenChecks(t *testing.T) {
 	if !strings.Contains(errOut, "creating dispatch.log") {
 		t.Errorf("no progress on stderr:\n%s", errOut)
 	}
+	// The coordination topic rolls its segments hourly, so that compaction
+	// keeps what a starting member reads small.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	configs, err := kadm.NewClient(cl).DescribeTopicConfigs(ctx, "__coordination_state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := configs.On("__coordination_state", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	segment := ""
+	for _, c := range rc.Configs {
+		if c.Key == "segment.ms" && c.Value != nil {
+			segment = *c.Value
+		}
+	}
+	if segment != "3600000" {
+		t.Errorf("the coordination topic has segment.ms=%q, want 3600000", segment)
+	}
 
 	// The topics exist now with the right settings: a second run finds them ok.
 	code, out, errOut = runCLI(t, ctx, "topics", "--brokers", brokers, "--check")
