@@ -240,10 +240,14 @@ func (d *Dispatcher) checkpointEndedLocked(seq int64) {
 }
 
 // closingCheckpoint writes a checkpoint of the drained state when the log
-// partition moved since the last one, and waits until its writing ended, the
-// dispatcher halted, or ctx ended. The next leader's recovery then starts
-// from it and reads no tail: a handover hands the role over with its state.
-// It is best effort: without it, the next leader reads the tail instead.
+// partition moved half a search step or more past the last one, and waits
+// until its writing ended, the dispatcher halted, or ctx ended. The next
+// leader's recovery then finds it in its first read and reads no tail: a
+// handover hands the role over with its state. A shorter tail is left to the
+// next leader, whose first read holds the last checkpoint and the tail
+// together: folding a few hundred records costs it less than a transaction
+// costs the handover. It is best effort: without it, the next leader reads
+// the tail instead.
 func (d *Dispatcher) closingCheckpoint(ctx context.Context) {
 	if d.ranger == nil {
 		return
@@ -252,8 +256,7 @@ func (d *Dispatcher) closingCheckpoint(ctx context.Context) {
 	_, end, err := d.ranger.Bounds(rctx, d.logTP)
 	cancel()
 	d.mu.Lock()
-	// The last checkpoint's commit marker takes the offset after it.
-	if d.halted || (err == nil && d.cpSince == 0 && d.cpAt >= 0 && end-d.cpAt <= 2) {
+	if d.halted || (err == nil && d.cpAt >= 0 && end-d.cpAt < d.searchStep()/2) {
 		d.mu.Unlock()
 		return
 	}

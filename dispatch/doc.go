@@ -485,8 +485,9 @@
 // partition holds, and the records recovery reads are bounded by the
 // interval and the records after the checkpoint, not by the history
 // ([RecoveryStats]). A leader that drains before it gives the role up
-// ([Dispatcher.Drain]) writes a checkpoint last, so that its successor's
-// first read finds it and the tail is empty. A partition without a
+// ([Dispatcher.Drain]) writes a checkpoint last when 512 offsets or more lie
+// after its last one, so that its successor's first read finds a checkpoint
+// and a short tail at most. A partition without a
 // checkpoint of the role is read to its start, as without checkpoints; so is
 // one whose newest checkpoint is a delta whose base retention deleted.
 //

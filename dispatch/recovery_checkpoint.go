@@ -51,9 +51,16 @@ func (d *Dispatcher) recoverFromCheckpoint(ctx context.Context) (recovered, Reco
 	if err != nil {
 		return recovered{}, stats, err
 	}
-	state, stats, err := recoverState(ctx, d.role, d.requestTP, start, end, min(int64(d.cfg.checkpointInterval), firstSearchStep), d.readRange)
+	state, stats, err := recoverState(ctx, d.role, d.requestTP, start, end, d.searchStep(), d.readRange)
 	stats.Start, stats.End = start, end
 	return state, stats, err
+}
+
+// searchStep is the first step of the dispatcher's backward search for the
+// role's newest checkpoint: firstSearchStep, or the checkpoint interval when
+// that is less.
+func (d *Dispatcher) searchStep() int64 {
+	return min(int64(d.cfg.checkpointInterval), firstSearchStep)
 }
 
 // recoverState reads the state of role from the newest complete checkpoint

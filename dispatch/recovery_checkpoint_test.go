@@ -514,4 +514,14 @@ func TestDrainEndsWithACheckpoint(t *testing.T) {
 	if r := second.d.Retained(); r.Compact != 300 {
 		t.Fatalf("the successor holds %+v, want 300 compact IDs", r)
 	}
+	// A tail of 20 records lies within the next leader's first read beside
+	// the checkpoint: a drain leaves it, rather than delay the handover by
+	// a transaction.
+	submitMany(t, second.d, "b", 10, time.Now())
+	if err := second.d.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(checkpointsOf(t, log.entries(t))); n != 1 {
+		t.Fatalf("a drain after a tail of 20 records left %d checkpoints, want the one before it", n)
+	}
 }
