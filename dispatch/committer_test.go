@@ -538,11 +538,16 @@ func TestCommitterOutcomesRideWithTheNextDueTransaction(t *testing.T) {
 			r := newCommitterRig(t, full, 10*time.Millisecond, nil)
 			r.start(t.Context())
 			start := time.Now()
+			var items []*item
 			for _, id := range []string{"x", "y", "z"} {
 				it := outcomeOf(t, id)
 				it.rides = true
-				r.c.enqueue(it)
+				items = append(items, it)
 			}
+			// All three queue at once: queued one by one, the loop could
+			// take x and y before z queued, and z would then wait the
+			// outcome linger of its own, as it should.
+			r.c.enqueue(items...)
 			time.Sleep(time.Second)
 			txns := r.w.written()
 			// The first two fill a batch and go at once; z, left over, goes
