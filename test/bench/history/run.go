@@ -1,6 +1,7 @@
 package history
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -245,8 +246,7 @@ func coldStarts(ctx context.Context, c *Config, n int, leader *member, hc *http.
 			up.Round(time.Millisecond), ready.Sub(start).Round(time.Millisecond), mem>>20)
 	}
 	row.LeaderzReady, row.ColdStart = median(leaderz), median(accepted)
-	slices.Sort(rss)
-	row.RSSReady = rss[len(rss)/2]
+	row.RSSReady = median(rss)
 	return nil
 }
 
@@ -394,11 +394,14 @@ func dropTopics(ctx context.Context, brokers []string, t topics) {
 	_, _ = kadm.NewClient(cl).DeleteTopics(ctx, t.coordination, t.log, t.requests)
 }
 
-func median(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
-		return 0
+// median returns the median of xs (the upper one of an even count), or
+// zero for none.
+func median[T cmp.Ordered](xs []T) T {
+	var zero T
+	if len(xs) == 0 {
+		return zero
 	}
-	s := slices.Clone(ds)
+	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[len(s)/2]
 }
