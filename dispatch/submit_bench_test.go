@@ -15,11 +15,7 @@ import (
 func BenchmarkSubmitBurst(b *testing.B) {
 	for _, burst := range []int{1, 100, 1000} {
 		b.Run(fmt.Sprintf("burst=%d", burst), func(b *testing.B) {
-			h := newHarness(b, &leaderLog{}, map[string]Device{"valve": idleDevice{}}, WithMaxQueued(4*burst))
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			h.start(ctx)
-			<-h.d.Ready()
+			h, ctx := benchDispatcher(b, 4*burst)
 			b.ReportAllocs()
 			b.ResetTimer()
 			n := 0
@@ -48,11 +44,7 @@ func BenchmarkSubmitBurst(b *testing.B) {
 // in-memory log whose commits cost nothing, and a device that acts at once.
 func BenchmarkSubmitBatch(b *testing.B) {
 	const batch = 1000
-	h := newHarness(b, &leaderLog{}, map[string]Device{"valve": idleDevice{}}, WithMaxQueued(4*batch))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	h.start(ctx)
-	<-h.d.Ready()
+	h, ctx := benchDispatcher(b, 4*batch)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for n := 0; n < b.N; {
@@ -69,4 +61,16 @@ func BenchmarkSubmitBatch(b *testing.B) {
 	}
 	b.StopTimer()
 	h.stop()
+}
+
+// benchDispatcher starts a dispatcher over an in-memory log, with a device
+// "valve" that acts at once and a queue bound of maxQueued, and returns it
+// once it recovered, with the context it runs under, which ends when b does.
+func benchDispatcher(b *testing.B, maxQueued int) (*harness, context.Context) {
+	h := newHarness(b, &leaderLog{}, map[string]Device{"valve": idleDevice{}}, WithMaxQueued(maxQueued))
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	h.start(ctx)
+	<-h.d.Ready()
+	return h, ctx
 }
