@@ -63,12 +63,12 @@ func (d *Dispatcher) Ready() <-chan struct{} { return d.ready }
 // settles what is left), or ctx's error when ctx ends first. It does not halt
 // the dispatcher: end Run's context after it to give the role up.
 //
-// Once every command settled, and when the log partition moved 512 offsets
-// or more past the last checkpoint (half the first read of a recovery),
-// Drain writes a checkpoint of the settled state and waits for it (bounded
-// by ctx), so that the next leader's recovery starts from it and reads no
-// tail; a shorter tail the next leader reads with the last checkpoint in
-// its first read. It returns nil even when that checkpoint could not be
+// Once every command settled, and when the log partition moved half the
+// first read of a recovery or more past the last checkpoint (512 offsets,
+// or half the checkpoint interval when that is less), Drain writes a
+// checkpoint of the settled state and waits for it (bounded by ctx), so that
+// the next leader's recovery starts from it and reads no tail; a shorter
+// tail the next leader reads with the last checkpoint in its first read. It returns nil even when that checkpoint could not be
 // written: the next leader then reads the tail, as after a crash.
 //
 // Called before recovery finished, Drain waits for recovery, then for the
