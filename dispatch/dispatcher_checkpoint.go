@@ -34,9 +34,7 @@ func (d *Dispatcher) probeLoop() {
 		case <-d.haltCtx.Done():
 			return
 		}
-		ctx, cancel := context.WithTimeout(d.haltCtx, DefaultKafkaRequestTimeout)
-		_, end, err := d.ranger.Bounds(ctx, d.logTP)
-		cancel()
+		end, err := d.logEnd(d.haltCtx)
 		if err != nil {
 			d.cfg.logger.Debug("dispatch: cannot read the end of the log partition", "partition", d.logTP, "err", err)
 			continue
@@ -48,6 +46,15 @@ func (d *Dispatcher) probeLoop() {
 		}
 		d.mu.Unlock()
 	}
+}
+
+// logEnd returns the high watermark of the role's log partition, asked
+// within one request timeout.
+func (d *Dispatcher) logEnd(ctx context.Context) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, DefaultKafkaRequestTimeout)
+	defer cancel()
+	_, end, err := d.ranger.Bounds(ctx, d.logTP)
+	return end, err
 }
 
 // checkpointDue reports whether a checkpoint is due; the committer asks it
@@ -252,9 +259,7 @@ func (d *Dispatcher) closingCheckpoint(ctx context.Context) {
 	if d.ranger == nil {
 		return
 	}
-	rctx, cancel := context.WithTimeout(ctx, DefaultKafkaRequestTimeout)
-	_, end, err := d.ranger.Bounds(rctx, d.logTP)
-	cancel()
+	end, err := d.logEnd(ctx)
 	d.mu.Lock()
 	if d.halted || (err == nil && d.cpAt >= 0 && end-d.cpAt < d.searchStep()/2) {
 		d.mu.Unlock()
