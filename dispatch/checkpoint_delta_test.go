@@ -275,13 +275,13 @@ func TestDeltaBaseGone(t *testing.T) {
 	delta := lastDelta(t, entries, false)
 	end := delta.last + 1
 
-	s, err := searchCheckpoint(context.Background(), r.d.role, 0, end, interval, rr, false)
+	s, err := searchCheckpoint(context.Background(), r.d.role, 0, end, interval, rr, false, nil)
 	if err != nil || !s.found || s.base < 0 {
 		t.Fatalf("search from the start: found %t, base %d, %v; want a delta", s.found, s.base, err)
 	}
 	// Were the log to start past the base, the delta is useless.
 	start := s.base + 1
-	s, err = searchCheckpoint(context.Background(), r.d.role, start, end, interval, rr, false)
+	s, err = searchCheckpoint(context.Background(), r.d.role, start, end, interval, rr, false, nil)
 	if err != nil || s.found {
 		t.Fatalf("search from offset %d: found %t, %v; want no checkpoint", start, s.found, err)
 	}
@@ -429,7 +429,7 @@ func TestLookupReadsBaseOnlyWhenNeeded(t *testing.T) {
 
 	reader := &rangeLog{leaderLog: log}
 	ctx := context.Background()
-	cs, err := searchCheckpoint(ctx, r.d.role, 0, end, 64, roleRange(reader, r.d.logTP, r.d.role), true)
+	cs, err := searchCheckpoint(ctx, r.d.role, 0, end, 64, roleRange(reader, r.d.logTP, r.d.role), true, nil)
 	if err != nil || !cs.found || cs.unread == nil || cs.ids.count() != len(inDelta) {
 		t.Fatalf("lazy search: found %t, base unread %t, %d IDs, %v; want the delta's %d IDs alone", cs.found, cs.unread != nil, cs.ids.count(), err, len(inDelta))
 	}

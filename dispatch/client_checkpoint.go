@@ -34,7 +34,7 @@ func (c *Client) searchLog(ctx context.Context, tp coordination.TopicPartition, 
 		return s, err
 	}
 	s.end = end
-	s.checkpointSearch, err = searchCheckpoint(ctx, role, max(from, start), end, firstSearchStep, roleRange(c.reader, tp, role), true)
+	s.checkpointSearch, err = searchCheckpoint(ctx, role, max(from, start), end, firstSearchStep, roleRange(c.reader, tp, role), true, nil)
 	return s, err
 }
 

@@ -187,6 +187,9 @@ func NewDispatcher(leader Leader, registry *Registry, log LogReader, options ...
 		cpEnded:   make(chan struct{}),
 	}
 	d.ranger, _ = log.(LogRangeReader)
+	if s := cfg.standby; s != nil && (s.role != d.role || s.tp != d.logTP) {
+		return nil, fmt.Errorf("dispatch: the standby reads ahead for role %q in %v, not for role %q in %v", s.role, s.tp, d.role, d.logTP)
+	}
 	d.fresh = newFreshness(leader, cfg.safetyMargin, cfg.writeRetryBackoff)
 	d.commits = newCommitter(committerConfig{
 		writer: leader,

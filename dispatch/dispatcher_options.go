@@ -185,6 +185,7 @@ type config struct {
 	commandTimeout     time.Duration
 	dedupWindow        time.Duration
 	checkpointInterval int
+	standby            *Standby
 	clock              coordination.Clock
 	writeRetryBackoff  time.Duration
 	tracerProvider     trace.TracerProvider
@@ -531,6 +532,21 @@ func WithCheckpointInterval(records int) Option {
 			return err
 		}
 		c.checkpointInterval = records
+		return nil
+	}
+}
+
+// WithStandby gives the dispatcher the [Standby] of its member: its
+// recovery takes the IDs of the base checkpoint that the Standby read ahead,
+// when they are those of the base it needs, rather than reading them after
+// the lease was taken. The Standby must be of the dispatcher's role and log
+// partition.
+func WithStandby(s *Standby) Option {
+	return func(c *config) error {
+		if s == nil {
+			return errors.New("dispatch: standby is nil")
+		}
+		c.standby = s
 		return nil
 	}
 }

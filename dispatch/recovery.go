@@ -111,7 +111,7 @@ func (d *Dispatcher) recover(ctx context.Context) error {
 	}
 	d.cfg.logger.Info("dispatch: recovered the role's log", "partition", d.logTP,
 		"took", time.Since(began).Round(time.Millisecond), "records_read", stats.RecordsRead,
-		"checkpoint_offset", stats.CheckpointOffset, "base_offset", stats.BaseOffset, "tail_records", stats.TailRecords, "end", stats.End,
+		"checkpoint_offset", stats.CheckpointOffset, "base_offset", stats.BaseOffset, "base_prefetched", stats.BasePrefetched, "tail_records", stats.TailRecords, "end", stats.End,
 		"compact_ids", d.ids.len(), "taken_over", pending, "intake_next", state.intake)
 	return nil
 }
@@ -121,8 +121,8 @@ type RecoveryStats struct {
 	// RecordsRead counts the records of every role that recovery read from
 	// the log partition, checkpoint parts included: about one checkpoint
 	// interval, the records after the newest checkpoint and, when that is a
-	// delta, the parts of its base, with a [LogRangeReader]; the whole
-	// partition without one.
+	// delta, the parts of its base unless BasePrefetched, with a
+	// [LogRangeReader]; the whole partition without one.
 	RecordsRead int
 
 	// CheckpointOffset is the offset of the last part of the checkpoint
@@ -132,6 +132,11 @@ type RecoveryStats struct {
 	// BaseOffset is the offset of the last part of the full checkpoint
 	// that the checkpoint builds on when it is a delta, else -1.
 	BaseOffset int64
+
+	// BasePrefetched reports that the base of the delta came from the
+	// [Standby] of [WithStandby], read before the lease was taken; its
+	// records are then not in RecordsRead.
+	BasePrefetched bool
 
 	// TailRecords counts the records of the role after that checkpoint
 	// (every record of the role when it found none).

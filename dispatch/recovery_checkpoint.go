@@ -51,7 +51,8 @@ func (d *Dispatcher) recoverFromCheckpoint(ctx context.Context) (recovered, Reco
 	if err != nil {
 		return recovered{}, stats, err
 	}
-	state, stats, err := recoverState(ctx, d.role, d.requestTP, start, end, d.searchStep(), d.readRange)
+	state, stats, err := recoverState(ctx, d.role, d.requestTP, start, end, d.searchStep(), d.readRange, d.cfg.standby)
+	d.cfg.standby.release()
 	stats.Start, stats.End = start, end
 	return state, stats, err
 }
@@ -65,12 +66,13 @@ func (d *Dispatcher) searchStep() int64 {
 
 // recoverState reads the state of role from the newest complete checkpoint
 // in the offsets from start up to end and the records after it, as
-// recoverFromCheckpoint describes, with read reading the log.
+// recoverFromCheckpoint describes, with read reading the log and bases, if
+// not nil, handing over the IDs of a base it prefetched.
 func recoverState(ctx context.Context, role string, requests coordination.TopicPartition, start, end, step int64,
-	read rangeReader) (recovered, RecoveryStats, error) {
+	read rangeReader, bases *Standby) (recovered, RecoveryStats, error) {
 	stats := RecoveryStats{CheckpointOffset: -1, BaseOffset: -1}
-	s, err := searchCheckpoint(ctx, role, start, end, step, read, false)
-	stats.RecordsRead = s.read
+	s, err := searchCheckpoint(ctx, role, start, end, step, read, false, bases)
+	stats.RecordsRead, stats.BasePrefetched = s.read, s.prefetched
 	if err != nil {
 		return recovered{}, stats, err
 	}
@@ -118,8 +120,10 @@ type checkpointSearch struct {
 	// the end of the search.
 	entries []Entry
 
-	// read counts every record read, of any role.
-	read int
+	// read counts every record read, of any role; prefetched reports that
+	// the base of the delta found came from a Standby, unread here.
+	read       int
+	prefetched bool
 }
 
 // searchCheckpoint finds the newest complete checkpoint of role in the
@@ -129,9 +133,10 @@ type checkpointSearch struct {
 // A delta checkpoint has its base read from the offsets it names, and its
 // IDs laid over the base's; a delta whose base retention took counts as no
 // checkpoint. With lazy set, the base of a delta is left unread, for
-// loadBase to read if a lookup needs it. It returns what it read so far
-// with an error.
-func searchCheckpoint(ctx context.Context, role string, start, end, step int64, read rangeReader, lazy bool) (checkpointSearch, error) {
+// loadBase to read if a lookup needs it; otherwise bases, when it holds
+// the base's IDs, hands them over in place of a read. It returns what it
+// read so far with an error.
+func searchCheckpoint(ctx context.Context, role string, start, end, step int64, read rangeReader, lazy bool, bases *Standby) (checkpointSearch, error) {
 	s := checkpointSearch{at: -1, base: -1}
 	step = max(step, 1)
 	for hi := end; hi > start; {
@@ -154,8 +159,8 @@ func searchCheckpoint(ctx context.Context, role string, start, end, step int64, 
 					// The base is read when a lookup needs it.
 					s.unread = &unreadBase{role: role, start: start, read: read}
 				} else {
-					base, n, err := readBase(ctx, role, *cp.Base, start, read)
-					s.read += n
+					base, n, prefetched, err := bases.readBase(ctx, role, *cp.Base, start, read)
+					s.read, s.prefetched = s.read+n, prefetched
 					switch {
 					case errors.Is(err, errBaseGone):
 						// Retention took the base: the records from the

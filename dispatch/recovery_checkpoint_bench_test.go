@@ -108,7 +108,7 @@ func BenchmarkCheckpointRecovery(b *testing.B) {
 		w = nil
 		runtime.GC()
 		stop := heapPeak()
-		st, _, err := recoverState(context.Background(), "plant-a", requests, 0, end, DefaultCheckpointInterval, read)
+		st, _, err := recoverState(context.Background(), "plant-a", requests, 0, end, DefaultCheckpointInterval, read, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

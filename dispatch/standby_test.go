@@ -1,0 +1,228 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+)
+
+// deltaLog runs a leader whose newest checkpoint is a delta on a full one,
+// among a neighbour's records, stops it, and returns the log, the newest
+// checkpoint and the IDs the leader issued.
+func deltaLog(t *testing.T, interval int, devices map[string]Device) (*leaderLog, loggedCheckpoint, coordination.Role, []string) {
+	t.Helper()
+	log := &leaderLog{}
+	first := startLeader(t, log, &rangeLog{leaderLog: log}, 0, devices, WithCheckpointInterval(interval))
+	var ids []string
+	submit := func(prefix string, n int) {
+		submitMany(t, first.d, prefix, n, time.Now())
+		for i := range n {
+			ids = append(ids, fmt.Sprintf("%s-%d", prefix, i))
+		}
+	}
+	for round := range 8 {
+		submit(fmt.Sprintf("r%d", round), 200)
+		otherRole(t, log, round, 30)
+	}
+	for i := 0; ; i++ {
+		if cps := checkpointsOf(t, log.entries(t)); cps[len(cps)-1].Base != nil {
+			break
+		}
+		if i == 20 {
+			t.Fatal("the leader wrote no delta last")
+		}
+		submit(fmt.Sprintf("last%d", i), interval/2+1)
+	}
+	first.stop(t)
+	cps := checkpointsOf(t, log.entries(t))
+	return log, cps[len(cps)-1], first.leader.Role(), ids
+}
+
+// gatedRange is a rangeLog whose reads inside the offsets of one checkpoint
+// wait until the gate opens, and counts them.
+type gatedRange struct {
+	*rangeLog
+	first, last int64
+	gate        chan struct{}
+	inside      atomic.Int64
+}
+
+func (g *gatedRange) ReadRange(ctx context.Context, tp coordination.TopicPartition, rng LogRange) ([]Entry, error) {
+	if rng.From >= g.first && rng.Until <= g.last+1 {
+		g.inside.Add(1)
+		select {
+		case <-g.gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return g.rangeLog.ReadRange(ctx, tp, rng)
+}
+
+// TestStandbyPrefetchesTheBase checks that a recovery takes the IDs of the
+// base that its member's Standby read ahead, and then reads the delta and
+// the records after it alone, knowing what a recovery that read the base
+// knows; that it waits for a Prefetch that is reading that base rather
+// than reading it again; and that it reads the base itself when the Standby
+// holds another one, which it then lets go, or has handed its IDs to an
+// earlier recovery.
+func TestStandbyPrefetchesTheBase(t *testing.T) {
+	const interval = 40
+	devices := map[string]Device{"dev": &countingDevice{}}
+	log, newest, role, ids := deltaLog(t, interval, devices)
+	ctx := context.Background()
+	opts := []Option{WithCheckpointInterval(interval)}
+
+	// expect returns what a recovery without a standby reads and finds in
+	// the log as it is: each leader below writes a checkpoint of its own.
+	expect := func() RecoveryStats {
+		t.Helper()
+		d, err := NewDispatcher(newFakeLeader(t, log, fakeToken(t, 7, 0)), NewRegistry(), &rangeLog{leaderLog: log}, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, st, err := d.recoverFromCheckpoint(ctx)
+		if err != nil || st.BasePrefetched || st.BaseOffset < 0 {
+			t.Fatalf("a recovery without a standby: %+v, %v; want a delta on a base", st, err)
+		}
+		return st
+	}
+	want := expect()
+	if want.BaseOffset != newest.Base.Last {
+		t.Fatalf("without a standby: %+v, want the base at %d read", want, newest.Base.Last)
+	}
+
+	standby, err := NewStandby(role, &rangeLog{leaderLog: log}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := standby.Prefetch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if standby.base == nil || standby.base.ref != *newest.Base {
+		t.Fatalf("the standby holds %+v, want the base %+v", standby.base, *newest.Base)
+	}
+	reader := &rangeLog{leaderLog: log}
+	second := startLeader(t, log, reader, 2, devices, append(opts, WithStandby(standby))...)
+	got := second.d.RecoveryStats()
+	baseParts := int(newest.Base.Last - newest.Base.First + 1)
+	if !got.BasePrefetched || got.BaseOffset != want.BaseOffset || got.CheckpointOffset != want.CheckpointOffset ||
+		got.RecordsRead != want.RecordsRead-baseParts || reader.read.Load() != int64(got.RecordsRead) {
+		t.Fatalf("with a standby: %+v (reader read %d), want the base of %d parts prefetched and the rest of %+v",
+			got, reader.read.Load(), baseParts, want)
+	}
+	if standby.base != nil {
+		t.Fatal("the standby still holds the IDs it handed to a recovery")
+	}
+	whole := startLeader(t, log, log, 3, devices) // reads the whole log
+	for _, id := range ids {
+		a, okA := second.d.Lookup(id)
+		b, okB := whole.d.Lookup(id)
+		if !okA || !okB || !reflect.DeepEqual(a, b) {
+			t.Fatalf("%s: after a prefetched base %+v %t, from the whole log %+v %t", id, a, okA, b, okB)
+		}
+	}
+	if a, b := second.d.Retained(), whole.d.Retained(); a.Compact != len(ids) || a.Whole != 0 || b.Compact+b.Whole != len(ids) {
+		t.Fatalf("after a prefetched base the dispatcher holds %+v, from the whole log %+v; want %d IDs", a, b, len(ids))
+	}
+	whole.stop(t)
+	second.stop(t)
+
+	// The IDs went to that recovery: the next one reads the base itself.
+	want = expect()
+	third := startLeader(t, log, &rangeLog{leaderLog: log}, 4, devices, append(opts, WithStandby(standby))...)
+	if st := third.d.RecoveryStats(); st.BasePrefetched || st.RecordsRead != want.RecordsRead {
+		t.Fatalf("after the standby's IDs were taken: %+v, want the base read", st)
+	}
+	third.stop(t)
+
+	// A standby that holds another base hands nothing over.
+	if err := standby.Prefetch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	standby.base.ref.Sequence++
+	want = expect()
+	fourth := startLeader(t, log, &rangeLog{leaderLog: log}, 5, devices, append(opts, WithStandby(standby))...)
+	if st := fourth.d.RecoveryStats(); st.BasePrefetched || st.RecordsRead != want.RecordsRead {
+		t.Fatalf("with a standby of another base: %+v, want the base read", st)
+	}
+	if standby.base != nil {
+		t.Fatal("the standby still holds another base after a recovery")
+	}
+	fourth.stop(t)
+
+	// A recovery waits for the Prefetch that reads its base.
+	want = expect()
+	gated := &gatedRange{rangeLog: &rangeLog{leaderLog: log}, first: newest.Base.First, last: newest.Base.Last, gate: make(chan struct{})}
+	standby, err = NewStandby(role, gated, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefetched := make(chan error, 1)
+	go func() { prefetched <- standby.Prefetch(ctx) }()
+	for gated.inside.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	reader = &rangeLog{leaderLog: log}
+	leader := newFakeLeader(t, log, fakeToken(t, 7, 6))
+	registry := NewRegistry()
+	if err := registry.Register("dev", &countingDevice{}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewDispatcher(leader, registry, reader, append(opts, WithStandby(standby), WithCommitLinger(0))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runErr := make(chan error, 1)
+	go func() { runErr <- d.Run(ctx) }()
+	time.Sleep(20 * time.Millisecond) // a recovery that did not wait would finish here
+	if d.Recovered() {
+		t.Fatal("the recovery did not wait for the prefetch of its base")
+	}
+	close(gated.gate)
+	if err := <-prefetched; err != nil {
+		t.Fatal(err)
+	}
+	for !d.Recovered() {
+		select {
+		case err := <-runErr:
+			t.Fatalf("Run returned before it recovered: %v", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if st := d.RecoveryStats(); !st.BasePrefetched || reader.read.Load() != int64(want.RecordsRead-baseParts) {
+		t.Fatalf("after waiting for the prefetch: %+v, reader read %d; want the base prefetched", st, reader.read.Load())
+	}
+	leader.end(fmt.Errorf("test over: %w", coordination.ErrNotHeld))
+	<-runErr
+}
+
+// TestStandbyChecksItsArguments checks NewStandby and WithStandby.
+func TestStandbyChecksItsArguments(t *testing.T) {
+	log := &leaderLog{}
+	role := newFakeLeader(t, log, fakeToken(t, 7, 0)).Role()
+	if _, err := NewStandby(role, log); err == nil {
+		t.Error("a standby over a reader of whole logs: no error")
+	}
+	if _, err := NewStandby(coordination.Role{}, &rangeLog{leaderLog: log}); err == nil {
+		t.Error("a standby of no role: no error")
+	}
+	if _, err := NewStandby(role, &rangeLog{leaderLog: log}, WithCheckpointInterval(-1)); err == nil {
+		t.Error("a standby with a bad option: no error")
+	}
+	other, err := NewStandby(role, &rangeLog{leaderLog: log}, WithLogTopic("elsewhere", DefaultTopicPartitions))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewDispatcher(newFakeLeader(t, log, fakeToken(t, 7, 0)), NewRegistry(), &rangeLog{leaderLog: log}, WithStandby(other)); err == nil {
+		t.Error("a dispatcher with the standby of another log topic: no error")
+	}
+	if _, err := NewDispatcher(newFakeLeader(t, log, fakeToken(t, 7, 0)), NewRegistry(), &rangeLog{leaderLog: log}, WithStandby(nil)); err == nil {
+		t.Error("a nil standby: no error")
+	}
+}
