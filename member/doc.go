@@ -40,6 +40,17 @@
 // leadership holds (a panic in a device, say) makes the member resign, so
 // that the role does not stay with a member that no longer dispatches.
 //
+// # Reading ahead while it waits
+//
+// A member with a dispatcher over a [dispatch.LogRangeReader] gives its
+// dispatchers a [dispatch.Standby], which reads the role's newest full
+// checkpoint (the part of a recovery that grows with the dedup window)
+// whenever the member starts to campaign and every [PrefetchInterval] while
+// it does not lead. The recovery of a leadership it wins then reads only
+// the newest checkpoint and the records after it; at a cold start the read
+// runs beside the campaign. A read that fails is logged, and the recovery
+// reads what it needs itself.
+//
 // # Observing a member
 //
 // [WithEventHandler] receives every [Event] in order, from the goroutine of
@@ -52,7 +63,8 @@
 // # Goroutines
 //
 // Run starts one goroutine per leadership, the dispatcher's Run (which starts
-// its own, see [dispatch.Dispatcher]), and returns only after it has exited.
+// its own, see [dispatch.Dispatcher]), and, with a dispatcher, one that reads
+// ahead for the whole of Run; it returns only after they have exited.
 // Nothing runs before Run or after it returns.
 //
 // Without [WithDispatcher] a member only holds the role: it campaigns, keeps

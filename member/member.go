@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -51,6 +52,11 @@ type Member struct {
 	acquire func(ctx context.Context) (leadership, error)
 	build   func(l leadership) (work, *dispatch.Dispatcher, error)
 
+	// standby reads the role's newest full checkpoint ahead while the
+	// member does not lead (see prefetch); nil without a dispatcher.
+	standby *dispatch.Standby
+	wake    chan struct{}
+
 	mu         sync.Mutex
 	running    bool
 	status     Status
@@ -86,8 +92,15 @@ func New(transport coordination.Transport, role coordination.Role, id coordinati
 		if _, ok := transport.(coordination.GuardedWriter); !ok {
 			return nil, errors.New("member: a dispatcher needs a transport that writes guarded transactions (coordination.GuardedWriter)")
 		}
+		opts := cfg.dispatch
+		if _, ok := cfg.log.(dispatch.LogRangeReader); ok {
+			if m.standby, err = dispatch.NewStandby(role, cfg.log, cfg.dispatch...); err != nil {
+				return nil, fmt.Errorf("member: %w", err)
+			}
+			opts = append(slices.Clip(opts), dispatch.WithStandby(m.standby))
+		}
 		m.build = func(l leadership) (work, *dispatch.Dispatcher, error) {
-			d, err := dispatch.NewDispatcher(l, cfg.registry, cfg.log, cfg.dispatch...)
+			d, err := dispatch.NewDispatcher(l, cfg.registry, cfg.log, opts...)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -115,6 +128,7 @@ func newMember(role coordination.Role, id coordination.MemberID, cfg *settings) 
 			MaxInterval:         cfg.backoffMax,
 		},
 		build: func(l leadership) (work, *dispatch.Dispatcher, error) { return newHoldOnly(l), nil, nil },
+		wake:  make(chan struct{}, 1),
 	}
 	m.waits.Reset()
 	m.status = Status{Role: role.String(), Member: id.String(), Phase: PhaseIdle, Since: time.Now(),
@@ -143,6 +157,13 @@ func (m *Member) Run(ctx context.Context) error {
 	}
 	m.running = true
 	m.mu.Unlock()
+	if m.standby != nil {
+		pctx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() { m.prefetch(pctx) })
+		defer wg.Wait()
+		defer stop()
+	}
 	defer func() {
 		m.setPhase(PhaseStopped, nil)
 		m.emit(Event{Kind: EventStopped, Term: coordination.NoTerm, Token: coordination.NoEpoch})
@@ -152,6 +173,10 @@ func (m *Member) Run(ctx context.Context) error {
 	}()
 	for ctx.Err() == nil {
 		m.setPhase(PhaseCampaigning, nil)
+		select {
+		case m.wake <- struct{}{}:
+		default:
+		}
 		l, err := m.campaign(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -175,6 +200,35 @@ func (m *Member) Run(ctx context.Context) error {
 		m.pause(ctx, pause)
 	}
 	return nil
+}
+
+// prefetch has the member's standby read the role's newest full checkpoint
+// ahead whenever the member starts to campaign, and every PrefetchInterval
+// while it does not lead, until ctx ends. A leader reads nothing ahead: its
+// own recovery is over, and the standby lets go of what it held then.
+func (m *Member) prefetch(ctx context.Context) {
+	tick := time.NewTicker(PrefetchInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.wake:
+		case <-tick.C:
+		}
+		m.mu.Lock()
+		leading := m.leadership != nil
+		m.mu.Unlock()
+		if leading {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, PrefetchInterval)
+		err := m.standby.Prefetch(rctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			m.log.Warn("member: reading the role's checkpoint ahead failed; a recovery reads it itself", "role", m.role.String(), "err", err)
+		}
+	}
 }
 
 // campaign acquires the role, holding a campaign slot when the member has

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -366,4 +367,74 @@ func TestNewChecksArguments(t *testing.T) {
 	if _, err := New(bareTransport{}, role, id, WithDispatcher(reg, &dispatch.KafkaLogReader{})); err == nil {
 		t.Error("a dispatcher over a transport without guarded writes was accepted")
 	}
+}
+
+// boundsCounter is an empty log that counts the reads of its bounds: the
+// first request of each read ahead.
+type boundsCounter struct{ n atomic.Int64 }
+
+func (b *boundsCounter) ReadLog(context.Context, coordination.TopicPartition) ([]dispatch.Entry, error) {
+	return nil, nil
+}
+
+func (b *boundsCounter) Bounds(context.Context, coordination.TopicPartition) (int64, int64, error) {
+	b.n.Add(1)
+	return 0, 0, nil
+}
+
+func (b *boundsCounter) ReadRange(context.Context, coordination.TopicPartition, dispatch.LogRange) ([]dispatch.Entry, error) {
+	return nil, nil
+}
+
+// TestReadsAheadWhileNotLeading: a member's standby reads ahead as the
+// member starts to campaign, every PrefetchInterval while it waits, not
+// while it leads, and again as it campaigns after a lost leadership; the
+// goroutine that does it ends with Run.
+func TestReadsAheadWhileNotLeading(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t)
+		log := &boundsCounter{}
+		standby, err := dispatch.NewStandby(r.m.role, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.m.standby = standby
+		r.start()
+		synctest.Wait()
+		if n := log.n.Load(); n != 1 {
+			t.Fatalf("%d reads ahead as the campaign began, want 1", n)
+		}
+		time.Sleep(PrefetchInterval)
+		synctest.Wait()
+		if n := log.n.Load(); n != 2 {
+			t.Fatalf("%d reads ahead after a campaign of one interval, want 2", n)
+		}
+
+		l := newFakeLeadership(t, r.j, 1)
+		r.grants <- campaignAnswer{l: l}
+		close((<-r.works).ready)
+		synctest.Wait()
+		r.expect(EventElected, EventReady)
+		time.Sleep(3 * PrefetchInterval)
+		synctest.Wait()
+		if n := log.n.Load(); n != 2 {
+			t.Fatalf("%d reads ahead after three intervals of leading, want still 2", n)
+		}
+
+		l.end(coordination.ErrFenced)
+		synctest.Wait()
+		pause := r.expect(EventDeposed)[0].Pause
+		time.Sleep(pause)
+		synctest.Wait()
+		if s := r.m.Status(); s.Phase != PhaseCampaigning {
+			t.Fatalf("after the pause: %v", s.Phase)
+		}
+		if n := log.n.Load(); n != 3 {
+			t.Fatalf("%d reads ahead after the next campaign began, want 3", n)
+		}
+		r.cancel()
+		if err := <-r.ran; err != nil {
+			t.Fatal(err)
+		}
+	})
 }

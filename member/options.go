@@ -25,6 +25,12 @@ const (
 	// DefaultMaxCampaignBackoff the longest ([WithCampaignBackoff]).
 	DefaultCampaignBackoff    = 100 * time.Millisecond
 	DefaultMaxCampaignBackoff = 5 * time.Second
+
+	// PrefetchInterval is how often a member that does not lead has its
+	// [dispatch.Standby] look for a newer full checkpoint of the role to
+	// read ahead, besides each time it starts to campaign; it also bounds
+	// one such read.
+	PrefetchInterval = time.Minute
 )
 
 // Option configures [New]. Each option checks its own value; New checks the
