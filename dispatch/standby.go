@@ -30,7 +30,7 @@ import (
 // recovery reads again, or takes what a later Prefetch read.
 //
 // A Standby is safe for concurrent use. It holds one full checkpoint's IDs
-// at most, about 24 bytes a command, from a Prefetch until the next
+// at most, 32 bytes a command, from a Prefetch until the next
 // recovery ends, which takes them or lets them go.
 type Standby struct {
 	role   string
