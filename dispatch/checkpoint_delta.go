@@ -74,15 +74,54 @@ func overlay(base, delta idBlocks) idBlocks {
 			out = append(out, blk)
 			continue
 		}
-		kept := make([]compactID, 0, len(blk))
-		for _, id := range blk {
-			if _, replaced := slices.BinarySearchFunc(add[:k], id.hash, byHash); !replaced {
-				kept = append(kept, id)
-			}
-		}
-		out = append(out, mergeBlock(kept, add[:k])...)
+		out = append(out, mergeOver(blk, add[:k])...)
 		add = add[k:]
 		base[b] = nil
+	}
+	return out
+}
+
+// mergeOver is mergeBlock of blk and add with the IDs of add in place of
+// those of blk of the same hash. It walks both once: a delta adds to most
+// blocks of a large base, and a search of add for each ID of each block
+// cost more than the rest of a recovery from a prefetched base.
+func mergeOver(blk, add []compactID) idBlocks {
+	replaced := 0
+	for i, j := 0, 0; i < len(blk) && j < len(add); {
+		switch {
+		case blk[i].hash < add[j].hash:
+			i++
+		case blk[i].hash > add[j].hash:
+			j++
+		default:
+			replaced++
+			i++
+			j++
+		}
+	}
+	total := len(blk) - replaced + len(add)
+	pieces := (total + windowBlock - 1) / windowBlock
+	out := make(idBlocks, pieces)
+	i, j := 0, 0
+	for p := range out {
+		size := total / pieces
+		if p < total%pieces {
+			size++
+		}
+		cur := make([]compactID, size)
+		for k := range cur {
+			if i < len(blk) && j < len(add) && blk[i].hash == add[j].hash {
+				i++ // replaced by add[j], taken next
+			}
+			if j >= len(add) || (i < len(blk) && blk[i].hash < add[j].hash) {
+				cur[k] = blk[i]
+				i++
+			} else {
+				cur[k] = add[j]
+				j++
+			}
+		}
+		out[p] = cur
 	}
 	return out
 }

@@ -113,6 +113,54 @@ func baseTailLen(t testing.TB, cp Checkpoint) int {
 
 // TestOverlay checks the window a delta describes: the base's IDs with the
 // delta's in place of those of the same hash, in hash order, and the
+// TestMergeOver checks mergeOver against its definition: the IDs of blk
+// whose hash add does not hold, merged with add by mergeBlock, for blocks
+// and additions of random sizes and overlaps, replacements at either end
+// included.
+func TestMergeOver(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 8))
+	sorted := func(n int, hashes []uint64) []compactID {
+		ids := make([]compactID, 0, n)
+		for _, h := range rng.Perm(len(hashes))[:n] {
+			ids = append(ids, compactID{hash: hashes[h], first: rng.Int64N(1000)})
+		}
+		sortByHash(ids)
+		return ids
+	}
+	for round := range 500 {
+		hashes := make([]uint64, 1+rng.IntN(3*windowBlock))
+		for i := range hashes {
+			hashes[i] = uint64(i)*3 + 1
+		}
+		blk := sorted(1+rng.IntN(min(len(hashes), windowBlock)), hashes)
+		add := sorted(rng.IntN(len(hashes)+1), hashes)
+		replaced := map[uint64]bool{}
+		for _, a := range add {
+			replaced[a.hash] = true
+		}
+		var kept []compactID
+		for _, id := range blk {
+			if !replaced[id.hash] {
+				kept = append(kept, id)
+			}
+		}
+		if len(kept)+len(add) == 0 {
+			continue
+		}
+		if got, want := mergeOver(blk, add), mergeBlock(kept, add); !reflect.DeepEqual(got, want) {
+			t.Fatalf("round %d: %d IDs over %d: blocks of %v, want %v", round, len(add), len(blk), blockSizes(got), blockSizes(want))
+		}
+	}
+}
+
+func blockSizes(b idBlocks) []int {
+	var out []int
+	for _, blk := range b {
+		out = append(out, len(blk))
+	}
+	return out
+}
+
 // base's blocks that the delta does not touch kept as they are.
 func TestOverlay(t *testing.T) {
 	var base []compactID

@@ -193,3 +193,29 @@ func benchmarkWindowGrowth(b *testing.B, from int) {
 	b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
 	b.ReportMetric(float64(held)/(1<<20), "peak-held-MiB")
 }
+
+// BenchmarkOverlay lays a delta of 80,000 compact IDs over a base of a
+// million, as a recovery from a prefetched base does at a million commands
+// (the delta holds the IDs since the base: up to a quarter of the window).
+func BenchmarkOverlay(b *testing.B) {
+	now := time.Now().UnixMilli()
+	ids := func(n int, prefix string) []compactID {
+		out := make([]compactID, n)
+		for i := range out {
+			out[i] = compactID{hash: IDHash(fmt.Sprintf("%s-%d", prefix, i)), first: int64(i), outcome: int64(i) + 1, submitted: now}
+		}
+		sortByHash(out)
+		return out
+	}
+	base, delta := ids(1_000_000, "base"), ids(80_000, "delta")
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		// overlay lets go of the base blocks it adds to.
+		bb, db := blocksOf(base), blocksOf(delta)
+		b.StartTimer()
+		if got := overlay(bb, db); got.count() != len(base)+len(delta) {
+			b.Fatalf("the overlay holds %d IDs, want %d", got.count(), len(base)+len(delta))
+		}
+	}
+}
