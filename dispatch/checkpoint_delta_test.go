@@ -452,8 +452,9 @@ func TestVerifyDeltaCheckpoints(t *testing.T) {
 }
 
 // TestLookupReadsBaseOnlyWhenNeeded checks the client's lazy search: it
-// leaves the base of the delta it finds unread, answers from the delta an
-// ID the delta holds, and reads the base only for an ID it does not.
+// leaves the IDs of the delta it finds undecoded and its base unread,
+// decodes the delta's IDs and answers from them for an ID the delta holds,
+// and reads the base only for an ID it does not.
 func TestLookupReadsBaseOnlyWhenNeeded(t *testing.T) {
 	const interval, n = 20, 400
 	log := &leaderLog{}
@@ -478,13 +479,15 @@ func TestLookupReadsBaseOnlyWhenNeeded(t *testing.T) {
 	reader := &rangeLog{leaderLog: log}
 	ctx := context.Background()
 	cs, err := searchCheckpoint(ctx, r.d.role, 0, end, 64, roleRange(reader, r.d.logTP, r.d.role), true, nil)
-	if err != nil || !cs.found || cs.unread == nil || cs.ids.count() != len(inDelta) {
-		t.Fatalf("lazy search: found %t, base unread %t, %d IDs, %v; want the delta's %d IDs alone", cs.found, cs.unread != nil, cs.ids.count(), err, len(inDelta))
+	if err != nil || !cs.found || cs.unread == nil || cs.idsLeft == nil || cs.ids.count() != 0 {
+		t.Fatalf("lazy search: found %t, base unread %t, IDs undecoded %t, %d IDs, %v; want the delta's IDs undecoded and its base unread",
+			cs.found, cs.unread != nil, cs.idsLeft != nil, cs.ids.count(), err)
 	}
 	s := &logSearch{checkpointSearch: cs}
 	read := reader.read.Load()
-	if ids, err := s.compactIDs(ctx, deltaID); err != nil || len(ids) != 1 || s.unread == nil || reader.read.Load() != read {
-		t.Fatalf("an ID of the delta: %+v, %v; base read %t, %d records read", ids, err, s.unread == nil, reader.read.Load()-read)
+	if ids, err := s.compactIDs(ctx, deltaID); err != nil || len(ids) != 1 || s.unread == nil || reader.read.Load() != read || s.ids.count() != len(inDelta) {
+		t.Fatalf("an ID of the delta: %+v, %v; base read %t, %d records read, %d IDs decoded of the delta's %d",
+			ids, err, s.unread == nil, reader.read.Load()-read, s.ids.count(), len(inDelta))
 	}
 	if ids, err := s.compactIDs(ctx, baseID); err != nil || len(ids) != 1 || s.unread != nil || reader.read.Load() == read {
 		t.Fatalf("an ID of the base: %+v, %v; base read %t", ids, err, s.unread == nil)

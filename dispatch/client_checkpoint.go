@@ -66,11 +66,14 @@ func (s *logSearch) wholeCommand(id string) (CheckpointCommand, bool) {
 
 // compactIDs returns the checkpoint's compact ID whose hash is id's: that
 // of id, or of a command whose ID shares its hash. A checkpoint holds each
-// hash once. The base of a delta is read only when the delta does not hold
-// the hash.
+// hash once. The checkpoint's IDs are decoded only here, and the base of a
+// delta is read only when the delta does not hold the hash.
 func (s *logSearch) compactIDs(ctx context.Context, id string) ([]CheckpointID, error) {
 	if !s.found {
 		return nil, nil
+	}
+	if err := s.loadIDs(); err != nil {
+		return nil, err
 	}
 	if c, ok := s.ids.find(IDHash(id)); ok {
 		return []CheckpointID{c.checkpointID()}, nil

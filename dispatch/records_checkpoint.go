@@ -273,8 +273,22 @@ func AssembleCheckpoint(role string, parts []CheckpointPart) (Checkpoint, error)
 // each part it has read: a caller that holds no other reference to them
 // holds at most one part beside the IDs while it decodes.
 func assembleCheckpoint(role string, parts []CheckpointPart) (Checkpoint, idBlocks, error) {
-	fail := func(format string, args ...any) (Checkpoint, idBlocks, error) {
-		return Checkpoint{}, nil, newFormatError("checkpoint", fmt.Errorf(format, args...))
+	r, err := checkpointReader(parts)
+	if err != nil {
+		return Checkpoint{}, nil, err
+	}
+	cp, ids, err := decodeCheckpointState(role, r)
+	if err != nil {
+		return Checkpoint{}, nil, newFormatError("checkpoint", err)
+	}
+	return cp, ids, nil
+}
+
+// checkpointReader checks parts, the parts of one checkpoint in any order,
+// and returns a reader of their data in order. It lets go of parts.
+func checkpointReader(parts []CheckpointPart) (wireReader, error) {
+	fail := func(format string, args ...any) (wireReader, error) {
+		return wireReader{}, newFormatError("checkpoint", fmt.Errorf(format, args...))
 	}
 	if len(parts) == 0 {
 		return fail("no parts")
@@ -298,11 +312,29 @@ func assembleCheckpoint(role string, parts []CheckpointPart) (Checkpoint, idBloc
 		seen[p.Part], ordered[p.Part] = true, p.Data
 	}
 	clear(parts)
-	cp, ids, err := decodeCheckpointState(role, wireReader{buf: ordered[0], rest: ordered[1:]})
+	return wireReader{buf: ordered[0], rest: ordered[1:]}, nil
+}
+
+// assembleCheckpointHead is assembleCheckpoint that leaves the compact IDs
+// undecoded until ids is called, for a lookup that may not need them: at a
+// million commands they are most of the checkpoint's bytes and of the time
+// it takes to decode. An error in the IDs comes from ids.
+func assembleCheckpointHead(role string, parts []CheckpointPart) (cp Checkpoint, ids func() (idBlocks, error), err error) {
+	r, err := checkpointReader(parts)
+	if err != nil {
+		return Checkpoint{}, nil, err
+	}
+	cp, version, err := decodeCheckpointHead(role, &r)
 	if err != nil {
 		return Checkpoint{}, nil, newFormatError("checkpoint", err)
 	}
-	return cp, ids, nil
+	return cp, func() (idBlocks, error) {
+		ids, err := decodeCheckpointIDs(&r, version)
+		if err != nil {
+			return nil, newFormatError("checkpoint", err)
+		}
+		return ids, nil
+	}, nil
 }
 
 // encodeCheckpointState writes cp, checked, with ids, checked, in place of
@@ -493,6 +525,20 @@ func outcomeEmpty(o Outcome) bool {
 // decodeCheckpointState decodes the state that r reads, of either version,
 // and returns it with its compact IDs apart, in hash order.
 func decodeCheckpointState(role string, r wireReader) (Checkpoint, idBlocks, error) {
+	cp, version, err := decodeCheckpointHead(role, &r)
+	if err != nil {
+		return Checkpoint{}, nil, err
+	}
+	ids, err := decodeCheckpointIDs(&r, version)
+	if err != nil {
+		return Checkpoint{}, nil, err
+	}
+	return cp, ids, nil
+}
+
+// decodeCheckpointHead reads and checks what precedes the compact IDs of a
+// checkpoint's state, and returns its layout version.
+func decodeCheckpointHead(role string, r *wireReader) (Checkpoint, int16, error) {
 	var cp Checkpoint
 	version := r.int16("version")
 	if r.err == nil && version != checkpointVersion && version != checkpointVersion0 && version != checkpointVersionDelta {
@@ -522,10 +568,10 @@ func decodeCheckpointState(role string, r wireReader) (Checkpoint, idBlocks, err
 		case r.err != nil:
 		case issued == 1:
 			c.Issued = true
-			c.Command = readCommand(&r)
+			c.Command = readCommand(r)
 		case issued == 0:
 			c.Command = Command{ID: r.string("command id", MaxCommandIDLen), Role: role}
-			c.Command.SubmittedAt = readOptionalTime(&r, "submitted at")
+			c.Command.SubmittedAt = readOptionalTime(r, "submitted at")
 		default:
 			r.fail("issued flag %d", issued)
 		}
@@ -548,22 +594,28 @@ func decodeCheckpointState(role string, r wireReader) (Checkpoint, idBlocks, err
 		cp.Base = &b
 	}
 	if r.err != nil {
-		return Checkpoint{}, nil, r.err
+		return Checkpoint{}, 0, r.err
 	}
 	if err := checkCheckpointHead(role, cp); err != nil {
-		return Checkpoint{}, nil, err
+		return Checkpoint{}, 0, err
 	}
+	return cp, version, nil
+}
+
+// decodeCheckpointIDs reads the compact IDs of a checkpoint's state in the
+// layout of version, and checks that nothing follows them.
+func decodeCheckpointIDs(r *wireReader, version int16) (idBlocks, error) {
 	var ids idBlocks
 	if version == checkpointVersion0 {
-		ids = readCompactIDsV0(&r)
+		ids = readCompactIDsV0(r)
 	} else {
-		ids = readCompactIDs(&r)
+		ids = readCompactIDs(r)
 	}
 	r.end()
 	if r.err != nil {
-		return Checkpoint{}, nil, r.err
+		return nil, r.err
 	}
-	return cp, ids, nil
+	return ids, nil
 }
 
 // readIDCount reads the count of compact IDs, each taking at least least

@@ -257,3 +257,45 @@ func flat(blocks idBlocks) []compactID {
 	}
 	return out
 }
+
+// TestAssembleCheckpointHead checks the decoder of a lookup, which leaves
+// the compact IDs for later: the head it returns and the IDs it decodes
+// then are what assembleCheckpoint returns, for a full checkpoint and a
+// delta, and IDs that do not decode fail when they are decoded, not before.
+func TestAssembleCheckpointHead(t *testing.T) {
+	full := goldenCheckpoint(t)
+	delta := goldenCheckpoint(t)
+	delta.Base = &CheckpointBase{Token: mustToken(t, 4001, 6), Sequence: 2, First: 3, Last: 5}
+	for name, cp := range map[string]Checkpoint{"full": full, "delta": delta} {
+		parts, err := EncodeCheckpoint("plant-a", 3, cp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCP, wantIDs, err := assembleCheckpoint("plant-a", slices.Clone(parts))
+		if err != nil {
+			t.Fatal(err)
+		}
+		head, ids, err := assembleCheckpointHead("plant-a", slices.Clone(parts))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !reflect.DeepEqual(head, wantCP) {
+			t.Errorf("%s: head %+v, want %+v", name, head, wantCP)
+		}
+		got, err := ids()
+		if err != nil || !reflect.DeepEqual(got, wantIDs) {
+			t.Errorf("%s: IDs %+v, %v; want %+v", name, got, err, wantIDs)
+		}
+
+		// A byte more after the IDs: the head decodes, the IDs do not.
+		long := slices.Clone(parts)
+		long[0].Data = append(slices.Clone(long[0].Data), 0)
+		if _, ids, err = assembleCheckpointHead("plant-a", long); err != nil {
+			t.Fatalf("%s: a trailing byte failed the head: %v", name, err)
+		}
+		var fe *LogFormatError
+		if _, err := ids(); !errors.As(err, &fe) {
+			t.Errorf("%s: IDs followed by a byte: %v, want a *LogFormatError", name, err)
+		}
+	}
+}

@@ -105,9 +105,12 @@ type checkpointSearch struct {
 	base  int64
 	found bool
 
+	// idsLeft decodes the compact IDs of the checkpoint found by a lazy
+	// search, which leaves them undecoded (ids is empty) until loadIDs; and
 	// unread is set when the base of the delta found is not read yet: ids
 	// holds the delta's IDs alone until loadBase reads it.
-	unread *unreadBase
+	idsLeft func() (idBlocks, error)
+	unread  *unreadBase
 
 	// newestFull names the role's newest full checkpoint, which a delta of
 	// the next leader may build on: the checkpoint found, or its base; and
@@ -132,8 +135,9 @@ type checkpointSearch struct {
 // role's records on the way. Without a checkpoint it reads down to start.
 // A delta checkpoint has its base read from the offsets it names, and its
 // IDs laid over the base's; a delta whose base retention took counts as no
-// checkpoint. With lazy set, the base of a delta is left unread, for
-// loadBase to read if a lookup needs it; otherwise bases, when it holds
+// checkpoint. With lazy set, the checkpoint's compact IDs are left
+// undecoded and the base of a delta unread, for loadIDs and loadBase to
+// read if a lookup needs them; otherwise bases, when it holds
 // the base's IDs, hands them over in place of a read. It returns what it
 // read so far with an error.
 func searchCheckpoint(ctx context.Context, role string, start, end, step int64, read rangeReader, lazy bool, bases *Standby) (checkpointSearch, error) {
@@ -149,7 +153,14 @@ func searchCheckpoint(ctx context.Context, role string, start, end, step int64, 
 		s.prepend(role, entries)
 		if parts, ref, found := newestCheckpoint(role, s.entries); found {
 			at := ref.Last
-			cp, ids, err := assembleCheckpoint(role, parts)
+			var cp Checkpoint
+			var ids idBlocks
+			var err error
+			if lazy {
+				cp, s.idsLeft, err = assembleCheckpointHead(role, parts)
+			} else {
+				cp, ids, err = assembleCheckpoint(role, parts)
+			}
 			if err != nil {
 				return s, fmt.Errorf("dispatch: checkpoint ending at offset %d: %w", at, err)
 			}
@@ -196,6 +207,20 @@ type unreadBase struct {
 	read  rangeReader
 }
 
+// loadIDs decodes the compact IDs of the checkpoint that s found, when a
+// lazy search left them undecoded.
+func (s *checkpointSearch) loadIDs() error {
+	if s.idsLeft == nil {
+		return nil
+	}
+	ids, err := s.idsLeft()
+	if err != nil {
+		return fmt.Errorf("dispatch: checkpoint ending at offset %d: %w", s.at, err)
+	}
+	s.ids, s.idsLeft = ids, nil
+	return nil
+}
+
 // loadBase reads the base of the delta that s found, when a lazy search
 // left it unread, and lays the delta's IDs over it. A base that retention
 // took leaves the delta's IDs alone: the commands it held are older than
@@ -204,6 +229,9 @@ func (s *checkpointSearch) loadBase(ctx context.Context) error {
 	u := s.unread
 	if u == nil {
 		return nil
+	}
+	if err := s.loadIDs(); err != nil {
+		return err
 	}
 	base, n, err := readBase(ctx, u.role, *s.cp.Base, u.start, u.read)
 	s.read += n

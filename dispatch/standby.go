@@ -115,7 +115,8 @@ func (s *Standby) Prefetch(ctx context.Context) error {
 	s.mu.Unlock()
 
 	if cs.unread == nil {
-		// The newest checkpoint is the full one, decoded by the search.
+		// The newest checkpoint is the full one.
+		b.err = cs.loadIDs()
 		b.ids = cs.ids
 	} else {
 		b.ids, _, b.err = readBase(ctx, s.role, ref, start, roleRange(s.ranger, s.tp, s.role))
