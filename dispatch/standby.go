@@ -40,6 +40,9 @@ type Standby struct {
 
 	mu   sync.Mutex
 	base *prefetched
+	// ended counts the recoveries that ended: a Prefetch that began before
+	// the last one keeps nothing, since a leader holds no copy.
+	ended int
 }
 
 // prefetched is the read of one full checkpoint's IDs: done closes when
@@ -87,6 +90,9 @@ func NewStandby(role coordination.Role, log LogReader, options ...Option) (*Stan
 // an error when a read fails or ctx ends; what it held before stays unless
 // it began to read another base.
 func (s *Standby) Prefetch(ctx context.Context) error {
+	s.mu.Lock()
+	ended := s.ended
+	s.mu.Unlock()
 	start, end, err := s.ranger.Bounds(ctx, s.tp)
 	if err != nil {
 		return fmt.Errorf("dispatch: standby: %w", err)
@@ -100,6 +106,12 @@ func (s *Standby) Prefetch(ctx context.Context) error {
 	}
 	ref := *cs.newestFull
 	s.mu.Lock()
+	if s.ended != ended {
+		// A recovery ended while this one searched: its member leads, or
+		// led and campaigns again, and reads ahead anew.
+		s.mu.Unlock()
+		return nil
+	}
 	if s.base != nil && s.base.ref == ref {
 		b := s.base
 		s.mu.Unlock()
@@ -170,6 +182,7 @@ func (s *Standby) release() {
 	}
 	s.mu.Lock()
 	s.base = nil
+	s.ended++
 	s.mu.Unlock()
 }
 

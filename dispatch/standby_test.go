@@ -226,3 +226,45 @@ func TestStandbyChecksItsArguments(t *testing.T) {
 		t.Error("a nil standby: no error")
 	}
 }
+
+// slowBounds is a rangeLog whose Bounds waits until gate closes.
+type slowBounds struct {
+	*rangeLog
+	asked chan struct{}
+	gate  chan struct{}
+}
+
+func (s *slowBounds) Bounds(ctx context.Context, tp coordination.TopicPartition) (int64, int64, error) {
+	close(s.asked)
+	<-s.gate
+	return s.rangeLog.Bounds(ctx, tp)
+}
+
+// TestStandbyKeepsNothingAfterARecovery checks that a Prefetch that began
+// before a recovery ended keeps nothing: its member leads, and a leader
+// holds no second copy of its window.
+func TestStandbyKeepsNothingAfterARecovery(t *testing.T) {
+	log, _, role, _ := deltaLog(t, 40, map[string]Device{"dev": &countingDevice{}})
+	slow := &slowBounds{rangeLog: &rangeLog{leaderLog: log}, asked: make(chan struct{}), gate: make(chan struct{})}
+	standby, err := NewStandby(role, slow, WithCheckpointInterval(40))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- standby.Prefetch(context.Background()) }()
+	<-slow.asked
+	standby.release() // as a recovery does as it ends
+	close(slow.gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if standby.base != nil {
+		t.Fatalf("the standby kept %+v, read ahead for a recovery that had ended", standby.base.ref)
+	}
+	// The next Prefetch reads ahead again.
+	slow.asked, slow.gate = make(chan struct{}), make(chan struct{})
+	close(slow.gate)
+	if err := standby.Prefetch(context.Background()); err != nil || standby.base == nil {
+		t.Fatalf("a later Prefetch: %v, holds %t", err, standby.base != nil)
+	}
+}
