@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,73 +56,7 @@ func readBase(ctx context.Context, role string, base CheckpointBase, logStart in
 // The blocks of base that delta adds nothing to are kept as they are, and
 // each one it adds to is let go once replaced.
 func overlay(base, delta idBlocks) idBlocks {
-	add := delta.all()
-	if len(base) == 0 {
-		return blocksOf(add)
-	}
-	byHash := func(id compactID, h uint64) int { return cmp.Compare(id.hash, h) }
-	out := make(idBlocks, 0, len(base)+len(add)/windowBlock+1)
-	for b, blk := range base {
-		// The additions below the next block's first hash go in this one;
-		// those below the first block's go in the first.
-		k := len(add)
-		if b+1 < len(base) {
-			k, _ = slices.BinarySearchFunc(add, base[b+1][0].hash, byHash)
-		}
-		if k == 0 {
-			out = append(out, blk)
-			continue
-		}
-		out = append(out, mergeOver(blk, add[:k])...)
-		add = add[k:]
-		base[b] = nil
-	}
-	return out
-}
-
-// mergeOver is mergeBlock of blk and add with the IDs of add in place of
-// those of blk of the same hash. It walks both once: a delta adds to most
-// blocks of a large base, and a search of add for each ID of each block
-// cost more than the rest of a recovery from a prefetched base.
-func mergeOver(blk, add []compactID) idBlocks {
-	replaced := 0
-	for i, j := 0, 0; i < len(blk) && j < len(add); {
-		switch {
-		case blk[i].hash < add[j].hash:
-			i++
-		case blk[i].hash > add[j].hash:
-			j++
-		default:
-			replaced++
-			i++
-			j++
-		}
-	}
-	total := len(blk) - replaced + len(add)
-	pieces := (total + windowBlock - 1) / windowBlock
-	out := make(idBlocks, pieces)
-	i, j := 0, 0
-	for p := range out {
-		size := total / pieces
-		if p < total%pieces {
-			size++
-		}
-		cur := make([]compactID, size)
-		for k := range cur {
-			if i < len(blk) && j < len(add) && blk[i].hash == add[j].hash {
-				i++ // replaced by add[j], taken next
-			}
-			if j >= len(add) || (i < len(blk) && blk[i].hash < add[j].hash) {
-				cur[k] = blk[i]
-				i++
-			} else {
-				cur[k] = add[j]
-				j++
-			}
-		}
-		out[p] = cur
-	}
-	return out
+	return mergeBlocks(base, delta.all())
 }
 
 // all returns the IDs of b in one slice of their own.

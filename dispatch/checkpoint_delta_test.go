@@ -113,11 +113,12 @@ func baseTailLen(t testing.TB, cp Checkpoint) int {
 
 // TestOverlay checks the window a delta describes: the base's IDs with the
 // delta's in place of those of the same hash, in hash order, and the
-// TestMergeOver checks mergeOver against its definition: the IDs of blk
-// whose hash add does not hold, merged with add by mergeBlock, for blocks
-// and additions of random sizes and overlaps, replacements at either end
+// TestMergeBlockReplaces checks mergeBlock against its definition: the IDs
+// of blk whose hash add does not hold, and those of add, in hash order, in
+// blocks of at most windowBlock IDs as even as they can be, for blocks and
+// additions of random sizes and overlaps, replacements at either end
 // included.
-func TestMergeOver(t *testing.T) {
+func TestMergeBlockReplaces(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 8))
 	sorted := func(n int, hashes []uint64) []compactID {
 		ids := make([]compactID, 0, n)
@@ -138,17 +139,28 @@ func TestMergeOver(t *testing.T) {
 		for _, a := range add {
 			replaced[a.hash] = true
 		}
-		var kept []compactID
+		var want []compactID
 		for _, id := range blk {
 			if !replaced[id.hash] {
-				kept = append(kept, id)
+				want = append(want, id)
 			}
 		}
-		if len(kept)+len(add) == 0 {
+		want = append(want, add...)
+		if len(want) == 0 {
 			continue
 		}
-		if got, want := mergeOver(blk, add), mergeBlock(kept, add); !reflect.DeepEqual(got, want) {
-			t.Fatalf("round %d: %d IDs over %d: blocks of %v, want %v", round, len(add), len(blk), blockSizes(got), blockSizes(want))
+		sortByHash(want)
+		pieces := (len(want) + windowBlock - 1) / windowBlock
+		var sizes []int
+		for p := range pieces {
+			sizes = append(sizes, len(want)/pieces)
+			if p < len(want)%pieces {
+				sizes[p]++
+			}
+		}
+		got := mergeBlock(blk, add)
+		if !slices.Equal(flat(got), want) || !slices.Equal(blockSizes(got), sizes) {
+			t.Fatalf("round %d: %d IDs over %d: blocks of %v, want %v", round, len(add), len(blk), blockSizes(got), sizes)
 		}
 	}
 }

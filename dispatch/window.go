@@ -244,18 +244,27 @@ func (w *idWindow) merge() {
 	}
 	slices.SortFunc(add, func(a, b compactID) int { return cmp.Compare(a.hash, b.hash) })
 	clear(w.recent)
-	if len(w.blocks) == 0 {
-		w.blocks = blocksOf(add)
-		w.index()
-		return
+	// The old blocks go now, not with the whole list, unless a checkpoint
+	// reads them.
+	w.blocks = mergeBlocks(w.blocks, add)
+	w.index()
+}
+
+// mergeBlocks returns blocks with add, sorted by hash, merged in, the IDs
+// of add in place of any of blocks of the same hash. A block that add adds
+// nothing to is kept as it is; one it adds to is replaced by new blocks
+// (mergeBlock) and let go in blocks.
+func mergeBlocks(blocks idBlocks, add []compactID) idBlocks {
+	if len(blocks) == 0 {
+		return blocksOf(add)
 	}
-	out := make(idBlocks, 0, len(w.blocks)+len(add)/windowBlock+1)
-	for b, blk := range w.blocks {
+	out := make(idBlocks, 0, len(blocks)+len(add)/windowBlock+1)
+	for b, blk := range blocks {
 		// The additions below the next block's first hash go in this one;
 		// those below the first block's go in the first.
 		k := len(add)
-		if b+1 < len(w.blocks) {
-			k, _ = slices.BinarySearchFunc(add, w.blocks[b+1][0].hash, func(id compactID, h uint64) int { return cmp.Compare(id.hash, h) })
+		if b+1 < len(blocks) {
+			k, _ = slices.BinarySearchFunc(add, blocks[b+1][0].hash, func(id compactID, h uint64) int { return cmp.Compare(id.hash, h) })
 		}
 		if k == 0 {
 			out = append(out, blk)
@@ -263,18 +272,33 @@ func (w *idWindow) merge() {
 		}
 		out = append(out, mergeBlock(blk, add[:k])...)
 		add = add[k:]
-		// The old block goes now, not with the whole list, unless a
-		// checkpoint reads it.
-		w.blocks[b] = nil
+		blocks[b] = nil
 	}
-	w.blocks = out
-	w.index()
+	return out
 }
 
-// mergeBlock returns the IDs of blk and add, both sorted by hash, in new
-// blocks of at most windowBlock IDs and as even as they can be.
+// mergeBlock returns the IDs of blk and add, both sorted by hash, with
+// those of add in place of any of blk of the same hash, in new blocks of at
+// most windowBlock IDs and as even as they can be. It walks both once,
+// counting the replaced IDs first to size the blocks: a delta adds to
+// nearly every block of a large base, and searching the additions for each
+// ID of a block cost more than the rest of a recovery from a prefetched
+// base.
 func mergeBlock(blk, add []compactID) idBlocks {
-	total := len(blk) + len(add)
+	replaced := 0
+	for i, j := 0, 0; i < len(blk) && j < len(add); {
+		switch {
+		case blk[i].hash < add[j].hash:
+			i++
+		case blk[i].hash > add[j].hash:
+			j++
+		default:
+			replaced++
+			i++
+			j++
+		}
+	}
+	total := len(blk) - replaced + len(add)
 	pieces := (total + windowBlock - 1) / windowBlock
 	out := make(idBlocks, pieces)
 	i, j := 0, 0
@@ -285,6 +309,9 @@ func mergeBlock(blk, add []compactID) idBlocks {
 		}
 		cur := make([]compactID, size)
 		for k := range cur {
+			if i < len(blk) && j < len(add) && blk[i].hash == add[j].hash {
+				i++ // replaced by add[j], taken next
+			}
 			if j >= len(add) || (i < len(blk) && blk[i].hash < add[j].hash) {
 				cur[k] = blk[i]
 				i++
