@@ -188,9 +188,10 @@ func (s *Standby) release() {
 
 // readBase is readBase of the package, with the IDs that the Standby
 // prefetched when it holds those of base; prefetched reports that it did,
-// and read counts only the records read here.
+// and read counts only the records read here. NewDispatcher makes sure the
+// Standby is of the dispatcher's role and partition.
 func (s *Standby) readBase(ctx context.Context, role string, base CheckpointBase, logStart int64, rr rangeReader) (ids idBlocks, read int, prefetched bool, err error) {
-	if base.First >= logStart && s.matches(role) {
+	if base.First >= logStart {
 		if ids, ok := s.take(ctx, base); ok {
 			return ids, 0, true, nil
 		}
@@ -198,6 +199,3 @@ func (s *Standby) readBase(ctx context.Context, role string, base CheckpointBase
 	ids, read, err = readBase(ctx, role, base, logStart, rr)
 	return ids, read, false, err
 }
-
-// matches reports whether s reads ahead for role.
-func (s *Standby) matches(role string) bool { return s != nil && s.role == role }
