@@ -15,7 +15,9 @@ import (
 // history grows, each recovery reads a bounded number of records, a drained
 // leader leaves its successor no tail, every delta holds at most a quarter
 // of the window and an interval's IDs, and the last leader knows what a
-// leader that folds the whole log knows.
+// leader that folds the whole log knows. The leaders share a Standby that
+// reads ahead at random times, so that some recoveries take a base read
+// before their predecessor's last writes, and each holds the whole window.
 func TestTakeoverSeries(t *testing.T) {
 	const (
 		interval  = 40
@@ -31,14 +33,35 @@ func TestTakeoverSeries(t *testing.T) {
 	submitMany(t, first.d, "seed", 1000, time.Now())
 	first.stop(t)
 
+	// The leaders share a member's Standby, which reads ahead at random:
+	// before the leader's own writes (its base may be stale by the
+	// takeover), just before the takeover, both, or not at all.
+	standby, err := NewStandby(first.leader.Role(), &rangeLog{leaderLog: log}, WithCheckpointInterval(interval))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ahead := rand.New(rand.NewPCG(23, 29))
+	prefetch := func() {
+		t.Helper()
+		if ahead.IntN(2) == 0 {
+			if err := standby.Prefetch(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	ids := 1000
 	drained := false
-	maxRead := 0
+	maxRead, prefetched := 0, 0
 	for k := 1; k <= leaders; k++ {
+		prefetch()
 		reader := &rangeLog{leaderLog: log}
-		ld := startLeader(t, log, reader, int16(k), devices, WithCheckpointInterval(interval))
+		ld := startLeader(t, log, reader, int16(k), devices, WithCheckpointInterval(interval), WithStandby(standby))
 		stats := ld.d.RecoveryStats()
 		maxRead = max(maxRead, stats.RecordsRead)
+		if stats.BasePrefetched {
+			prefetched++
+		}
+		prefetch()
 		history := len(log.entries(t))
 		// The search reads back at most about twice the distance to the
 		// newest checkpoint (an interval of the role's records and a
@@ -93,7 +116,11 @@ func TestTakeoverSeries(t *testing.T) {
 	if deltas == 0 {
 		t.Fatal("no delta checkpoint in the series")
 	}
-	t.Logf("%d leaderships, %d records, %d compact IDs, %d deltas; recovery read at most %d records", leaders, len(entries), ids, deltas, maxRead)
+	if prefetched == 0 {
+		t.Fatal("no recovery took a base its standby read ahead")
+	}
+	t.Logf("%d leaderships, %d records, %d compact IDs, %d deltas, %d bases read ahead; recovery read at most %d records",
+		leaders, len(entries), ids, deltas, prefetched, maxRead)
 
 	last := startLeader(t, log, &rangeLog{leaderLog: log}, leaders+1, devices, WithCheckpointInterval(interval))
 	defer last.stop(t)
