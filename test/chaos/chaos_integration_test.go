@@ -68,7 +68,7 @@ func TestChaosTwoMinutes(t *testing.T) {
 	if res.Accepted == 0 || res.FencedCalls == 0 || res.PlainCalls == 0 {
 		t.Fatalf("the run exercised nothing: %d accepted, %d + %d device calls", res.Accepted, res.FencedCalls, res.PlainCalls)
 	}
-	for _, fault := range []string{FaultCutKafka, FaultCutDevices, FaultKill, FaultPause} {
+	for _, fault := range RequiredMemberFaults() {
 		if res.Faults[fault] == 0 {
 			t.Errorf("the run injected no %s", fault)
 		}

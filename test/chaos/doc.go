@@ -14,7 +14,8 @@
 // within and beyond the safety margin, anew at each restart (the test-only
 // KRABKA_CLOCK_OFFSET of the binary), makes devices slow, runs two roles whose members share one
 // log partition and one requests partition, and has an operator resolve
-// commands in doubt with `dispatcher resolve`. Commands arrive both through
+// commands in doubt with `dispatcher resolve`. Its first member faults are
+// one of each kind in [RequiredMemberFaults]. Commands arrive both through
 // the requests topic and through the members' HTTP API.
 //
 // The devices are [MQTTDevices], a Mosquitto client in the harness (the

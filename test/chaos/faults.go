@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	mrand "math/rand/v2"
 	"os/exec"
 	"strconv"
 	"syscall"
@@ -120,18 +121,57 @@ func brokerPorts(addr string) ([]int, error) {
 	return []int{p, p + 100}, nil
 }
 
+// RequiredMemberFaults returns the member faults every run injects at least
+// once: a run owes each of them first, in an order its seed draws, and draws
+// at random after that. Otherwise a short run misses one by chance (a
+// SIGKILL, drawn with probability 0.2, in about one run of 150).
+func RequiredMemberFaults() []string {
+	return []string{FaultKill, FaultPause, FaultCutKafka, FaultCutDevices}
+}
+
+// owedFaults returns the required member faults in an order rng draws.
+func owedFaults(rng *mrand.Rand) []string {
+	owed := RequiredMemberFaults()
+	rng.Shuffle(len(owed), func(i, j int) { owed[i], owed[j] = owed[j], owed[i] })
+	return owed
+}
+
+// memberFault picks the kind of the next member fault: the next one the run
+// still owes, or else one drawn at random.
+func (r *run) memberFault() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.owed) > 0 {
+		kind := r.owed[0]
+		r.owed = r.owed[1:]
+		return kind
+	}
+	switch q := r.rng.Float64(); {
+	case q < 0.20:
+		return FaultKill
+	case q < 0.40:
+		return FaultPause
+	case q < 0.50:
+		return FaultRestart
+	case q < 0.80:
+		return FaultCutKafka
+	default:
+		return FaultCutDevices
+	}
+}
+
 // hurt injects one member fault.
 func (r *run) hurt(m *member, now time.Time) {
 	lease := r.cfg.Lease
-	switch q := r.float(); {
-	case q < 0.20:
+	switch r.memberFault() {
+	case FaultKill:
 		r.logf("SIGKILL %s", m.name)
 		_ = m.cmd.Process.Signal(syscall.SIGKILL)
 		<-m.exited
 		m.down = true
 		m.restart = now.Add(time.Duration(500+r.rngIntN(2500)) * time.Millisecond)
 		r.count(FaultKill)
-	case q < 0.40:
+	case FaultPause:
 		// Long enough, often, for a successor to take over, so the
 		// paused member wakes up deposed: the zombie window.
 		pause := time.Duration(float64(lease) * (0.5 + 2*r.float()))
@@ -139,7 +179,7 @@ func (r *run) hurt(m *member, now time.Time) {
 		_ = m.cmd.Process.Signal(syscall.SIGSTOP)
 		m.paused, m.resume, m.stallFrom = true, now.Add(pause), now
 		r.count(FaultPause)
-	case q < 0.50:
+	case FaultRestart:
 		r.logf("restart %s under the same member ID (SIGTERM)", m.name)
 		_ = m.cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -154,7 +194,7 @@ func (r *run) hurt(m *member, now time.Time) {
 			m.down, m.restart = true, now.Add(time.Second)
 		}
 		r.count(FaultRestart)
-	case q < 0.80:
+	case FaultCutKafka:
 		// The member keeps its devices and loses the cluster: its
 		// renewals fail, and it must stop driving devices when its
 		// freshness ends, before a successor's lease begins.

@@ -152,6 +152,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	r := &run{cfg: cfg, rng: mrand.New(mrand.NewPCG(cfg.Seed, cfg.Seed^0x63686173)), faults: map[string]int{}, submitted: map[string]int{},
 		margin: cfg.Lease * 3 / 8}
 	r.skew = r.margin / skewShare
+	r.owed = owedFaults(r.rng)
 	events, err := os.Create(filepath.Join(cfg.Dir, "events.log"))
 	if err != nil {
 		return Result{}, err
@@ -363,6 +364,7 @@ type run struct {
 	stalls    []Window
 	clocks    []ClockSpan // guarded by mu
 	resolved  map[string]bool
+	owed      []string // member faults the run injects before drawing at random
 }
 
 func (r *run) logf(format string, args ...any) {
