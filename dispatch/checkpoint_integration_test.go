@@ -219,17 +219,27 @@ func TestCheckpointBoundsRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("standby read the base ahead in %v", time.Since(phase))
+	_, searched, err := reader.Bounds(t.Context(), coordination.TopicPartition{Topic: tp.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The neighbour writes again after the standby read: the recovery
+	// reads those records alone, and builds on the standby's search below
+	// them.
+	seedSettled(t, c, tp, "neighbour", "m", 50, submitted)
 
 	phase = time.Now()
 	second := lead(t, c, tp, role, "m2", registry, dispatch.WithCheckpointInterval(interval), dispatch.WithStandby(standby))
 	t.Logf("second acquired in %v", time.Since(phase))
 	secondReady := ready(second)
 	stats := second.d.RecoveryStats()
-	t.Logf("second leader: ready in %v after acquiring, read %d records of %d (checkpoint at %d on a base at %d, prefetched %t, %d of the role after it)",
-		secondReady, stats.RecordsRead, stats.End-stats.Start, stats.CheckpointOffset, stats.BaseOffset, stats.BasePrefetched, stats.TailRecords)
-	if stats.CheckpointOffset < 0 || stats.BaseOffset < 0 || !stats.BasePrefetched {
-		t.Fatalf("the second leader found checkpoint %d on base %d (prefetched: %t), want a delta on the base its standby read",
-			stats.CheckpointOffset, stats.BaseOffset, stats.BasePrefetched)
+	t.Logf("second leader: ready in %v after acquiring, read %d records of %d (checkpoint at %d on a base at %d, base prefetched %t, checkpoint prefetched %t, %d of the role after it)",
+		secondReady, stats.RecordsRead, stats.End-stats.Start, stats.CheckpointOffset, stats.BaseOffset, stats.BasePrefetched, stats.CheckpointPrefetched, stats.TailRecords)
+	if stats.CheckpointOffset < 0 || stats.BaseOffset < 0 || !stats.BasePrefetched || !stats.CheckpointPrefetched {
+		t.Fatalf("the second leader: %+v, want a delta on the base its standby read, found by the standby", stats)
+	}
+	if after := int(stats.End - searched); stats.RecordsRead == 0 || stats.RecordsRead > after {
+		t.Fatalf("the second leader read %d records, want those written after the standby's read (%d offsets) alone", stats.RecordsRead, after)
 	}
 	runtime.GC()
 	var mem runtime.MemStats

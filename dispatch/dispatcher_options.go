@@ -537,10 +537,11 @@ func WithCheckpointInterval(records int) Option {
 }
 
 // WithStandby gives the dispatcher the [Standby] of its member: its
-// recovery takes the IDs of the base checkpoint that the Standby read ahead,
-// when they are those of the base it needs, rather than reading them after
-// the lease was taken. The Standby must be of the dispatcher's role and log
-// partition.
+// recovery builds on the Standby's search for the newest checkpoint and
+// reads only the offsets after it, and takes the IDs of the base checkpoint
+// that the Standby read ahead, when they are those of the base it needs,
+// rather than reading them after the lease was taken. The Standby must be
+// of the dispatcher's role and log partition.
 func WithStandby(s *Standby) Option {
 	return func(c *config) error {
 		if s == nil {

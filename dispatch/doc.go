@@ -501,10 +501,20 @@
 // delta it finds names that base ([WithStandby]; [RecoveryStats] says
 // whether it did). A checkpoint is named by the token, the sequence and the
 // offsets of its parts, and committed records never change, so IDs read
-// before the lease are those a read after it finds; the delta, the records
-// after it and everything else a recovery decides on are read with the
-// lease held. A recovery whose delta names another base reads that base
-// itself.
+// before the lease are those a read after it finds. A recovery whose delta
+// names another base reads that base itself.
+//
+// The recovery builds on the Standby's search too. That search read every
+// offset below the high watermark it began at once the last stable offset
+// had passed it, so each of them was decided, and no transaction holds
+// records on both sides of that watermark. The recovery reads, with the
+// lease held, the offsets from there to its own high watermark: all that a
+// deposed leader may have written since. When no checkpoint record of the
+// role lies among them, the Standby's checkpoint is still the newest, and
+// the recovery takes it, the role's records after it, and these; otherwise
+// it searches on down itself. A takeover by a standby that read ahead thus
+// reads about what was written after its last read ([RecoveryStats]
+// CheckpointPrefetched).
 //
 // [Client.Status] and [Client.Wait] without a hint search the same way for
 // the role's newest checkpoint, and read a command's records at the offsets

@@ -111,7 +111,7 @@ func (d *Dispatcher) recover(ctx context.Context) error {
 	}
 	d.cfg.logger.Info("dispatch: recovered the role's log", "partition", d.logTP,
 		"took", time.Since(began).Round(time.Millisecond), "records_read", stats.RecordsRead,
-		"checkpoint_offset", stats.CheckpointOffset, "base_offset", stats.BaseOffset, "base_prefetched", stats.BasePrefetched, "tail_records", stats.TailRecords, "end", stats.End,
+		"checkpoint_offset", stats.CheckpointOffset, "base_offset", stats.BaseOffset, "base_prefetched", stats.BasePrefetched, "checkpoint_prefetched", stats.CheckpointPrefetched, "tail_records", stats.TailRecords, "end", stats.End,
 		"compact_ids", d.ids.len(), "taken_over", pending, "intake_next", state.intake)
 	return nil
 }
@@ -137,6 +137,13 @@ type RecoveryStats struct {
 	// [Standby] of [WithStandby], read before the lease was taken; its
 	// records are then not in RecordsRead.
 	BasePrefetched bool
+
+	// CheckpointPrefetched reports that the checkpoint, and the records
+	// after it up to where the Standby's search read, came from that
+	// search: recovery read only the offsets after those, and found no
+	// checkpoint record of the role there. They are then not in
+	// RecordsRead.
+	CheckpointPrefetched bool
 
 	// TailRecords counts the records of the role after that checkpoint
 	// (every record of the role when it found none).

@@ -72,7 +72,7 @@ func recoverState(ctx context.Context, role string, requests coordination.TopicP
 	read rangeReader, bases *Standby) (recovered, RecoveryStats, error) {
 	stats := RecoveryStats{CheckpointOffset: -1, BaseOffset: -1}
 	s, err := searchCheckpoint(ctx, role, start, end, step, read, false, bases)
-	stats.RecordsRead, stats.BasePrefetched = s.read, s.prefetched
+	stats.RecordsRead, stats.BasePrefetched, stats.CheckpointPrefetched = s.read, s.prefetched, s.ahead
 	if err != nil {
 		return recovered{}, stats, err
 	}
@@ -102,6 +102,7 @@ type checkpointSearch struct {
 	cp    Checkpoint
 	ids   idBlocks
 	at    int64
+	first int64 // the offset of the checkpoint's first part
 	base  int64
 	found bool
 
@@ -124,9 +125,12 @@ type checkpointSearch struct {
 	entries []Entry
 
 	// read counts every record read, of any role; prefetched reports that
-	// the base of the delta found came from a Standby, unread here.
+	// the base of the delta found came from a Standby, unread here, and
+	// ahead that the checkpoint and the records after it, up to where the
+	// Standby's search read, came from that search.
 	read       int
 	prefetched bool
+	ahead      bool
 }
 
 // searchCheckpoint finds the newest complete checkpoint of role in the
@@ -137,22 +141,48 @@ type checkpointSearch struct {
 // IDs laid over the base's; a delta whose base retention took counts as no
 // checkpoint. With lazy set, the checkpoint's compact IDs are left
 // undecoded and the base of a delta unread, for loadIDs and loadBase to
-// read if a lookup needs them; otherwise bases, when it holds
-// the base's IDs, hands them over in place of a read. It returns what it
-// read so far with an error.
+// read if a lookup needs them. Otherwise bases, when it holds the base's
+// IDs, hands them over in place of a read; and when it holds what its own
+// search found below an offset it read up to, the search reads only the
+// offsets from there, and builds on what it found unless a checkpoint
+// record of the role lies among them. It returns what it read so far with
+// an error.
 func searchCheckpoint(ctx context.Context, role string, start, end, step int64, read rangeReader, lazy bool, bases *Standby) (checkpointSearch, error) {
-	s := checkpointSearch{at: -1, base: -1}
+	s := checkpointSearch{at: -1, first: -1, base: -1}
 	step = max(step, 1)
+	var ahead *foundAhead
+	if !lazy {
+		ahead = bases.ahead(start, end)
+	}
 	for hi := end; hi > start; {
+		if ahead != nil && hi == ahead.end {
+			// No checkpoint record of the role came after the offsets
+			// that the Standby's search read: build on what it found.
+			return buildAhead(ctx, role, start, step, read, bases, ahead, s)
+		}
 		lo := max(start, hi-step)
+		if ahead != nil {
+			lo = max(lo, ahead.end)
+		}
 		entries, n, err := read(ctx, lo, hi)
 		if err != nil {
 			return s, err
 		}
 		s.read += n
 		s.prepend(role, entries)
+		if ahead != nil {
+			if !holdsCheckpoint(role, s.entries) {
+				hi = lo
+				step = min(2*step, maxSearchStep)
+				continue
+			}
+			// A checkpoint record of the role came after them: the search
+			// goes on as without the Standby's.
+			ahead = nil
+		}
 		if parts, ref, found := newestCheckpoint(role, s.entries); found {
 			at := ref.Last
+			s.first = ref.First
 			var cp Checkpoint
 			var ids idBlocks
 			var err error
@@ -198,6 +228,64 @@ func searchCheckpoint(ctx context.Context, role string, start, end, step int64, 
 		step = min(2*step, maxSearchStep)
 	}
 	return s, nil
+}
+
+// buildAhead completes s, which holds the role's records read from
+// ahead.end up, with what a Standby's search found below ahead.end: the
+// checkpoint, its IDs laid over those of its base, and the role's records
+// between the two. When the base is gone, or the Standby no longer holds
+// the IDs of a full checkpoint, it searches below ahead.end as without the
+// Standby.
+func buildAhead(ctx context.Context, role string, start, step int64, read rangeReader, bases *Standby, ahead *foundAhead, s checkpointSearch) (checkpointSearch, error) {
+	f := ahead.search
+	if err := f.loadIDs(); err != nil {
+		return s, err
+	}
+	ids := f.ids
+	var sinceBase []compactID
+	var prefetched bool
+	if f.cp.Base != nil {
+		base, n, fromStandby, err := bases.readBase(ctx, role, *f.cp.Base, start, read)
+		s.read += n
+		switch {
+		case errors.Is(err, errBaseGone):
+			return searchBelow(ctx, role, start, ahead.end, step, read, s)
+		case err != nil:
+			return s, fmt.Errorf("dispatch: checkpoint ending at offset %d: %w", f.at, err)
+		}
+		sinceBase, prefetched = ids.all(), fromStandby
+		ids = overlay(base, ids)
+	} else {
+		var ok bool
+		if ids, ok = bases.take(ctx, *f.newestFull); !ok {
+			return searchBelow(ctx, role, start, ahead.end, step, read, s)
+		}
+	}
+	s.entries = append(slices.Clip(f.entries), s.entries...)
+	s.cp, s.ids, s.at, s.first, s.base, s.found = f.cp, ids, f.at, f.first, f.base, true
+	s.newestFull, s.sinceBase = f.newestFull, sinceBase
+	s.prefetched, s.ahead = prefetched, true
+	return s, nil
+}
+
+// searchBelow goes on with a search that holds the role's records from lo
+// up, and found no checkpoint record of the role there, below lo without a
+// Standby.
+func searchBelow(ctx context.Context, role string, start, lo, step int64, read rangeReader, s checkpointSearch) (checkpointSearch, error) {
+	below, err := searchCheckpoint(ctx, role, start, lo, step, read, false, nil)
+	below.read += s.read
+	below.entries = append(below.entries, s.entries...)
+	return below, err
+}
+
+// holdsCheckpoint reports whether entries hold a checkpoint record of role.
+func holdsCheckpoint(role string, entries []Entry) bool {
+	for i := range entries {
+		if entries[i].Role == role && entries[i].Kind == EntryCheckpoint {
+			return true
+		}
+	}
+	return false
 }
 
 // unreadBase is what loadBase needs to read the base of a delta.

@@ -18,20 +18,33 @@ import (
 // now and then while it waits, and gives the Standby to each of its
 // dispatchers with [WithStandby].
 //
-// A recovery still reads the newest checkpoint and the records after it,
-// with its leadership, and takes the prefetched IDs only when that
-// checkpoint is the prefetched one or a delta on it: a checkpoint is named
-// by the token, the sequence and the offsets of its parts, and the
-// committed records at those offsets never change, so IDs read before the
-// lease are the ones a read after it would find. Otherwise (a newer full
-// checkpoint, a base that retention took, a prefetch that failed) the
-// recovery reads as it does without a Standby. The IDs are handed to one
-// recovery, which lays the delta over them in place; the next leadership's
-// recovery reads again, or takes what a later Prefetch read.
+// The Standby also keeps what its search found: the newest checkpoint of
+// the role below the high watermark it read up to, and the role's records
+// after it. Its reads wait, as every read of the log does, until the last
+// stable offset passes that watermark, so every offset below it was decided
+// when read: its committed records never change, and no transaction holds
+// records on both sides of it. A recovery then reads, with its leadership,
+// only the offsets from that watermark to its own, and builds on the
+// Standby's search unless a checkpoint record of the role lies among them;
+// then it searches on down as without a Standby. Everything after the
+// Standby's read, which is all a deposed leader may have added, is read
+// with the lease held.
 //
-// A Standby is safe for concurrent use. It holds one full checkpoint's IDs
-// at most, 32 bytes a command, from a Prefetch until the next
-// recovery ends, which takes them or lets them go.
+// A recovery takes the prefetched IDs only when its checkpoint is the
+// prefetched one or a delta on it: a checkpoint is named by the token, the
+// sequence and the offsets of its parts, and the committed records at those
+// offsets never change, so IDs read before the lease are the ones a read
+// after it would find. Otherwise (a newer full checkpoint, a base that
+// retention took, a prefetch that failed) the recovery reads as it does
+// without a Standby. The IDs are handed to one recovery, which lays the
+// delta over them in place; the next leadership's recovery reads again, or
+// takes what a later Prefetch read.
+//
+// A Standby is safe for concurrent use. From a Prefetch until the next
+// recovery ends, which takes them or lets them go, it holds one full
+// checkpoint's IDs at most, 32 bytes a command, and the newest checkpoint's
+// head and records after it: the commands the checkpoint holds whole, the
+// IDs of a delta, and about a checkpoint interval of the role's records.
 type Standby struct {
 	role   string
 	tp     coordination.TopicPartition
@@ -46,12 +59,25 @@ type Standby struct {
 }
 
 // prefetched is the read of one full checkpoint's IDs: done closes when
-// ids or err is set.
+// ids or err is set. found, set before the read begins, is what the search
+// that named the checkpoint found; a recovery takes it, or lets it go.
 type prefetched struct {
-	ref  CheckpointBase
-	done chan struct{}
-	ids  idBlocks
-	err  error
+	ref   CheckpointBase
+	done  chan struct{}
+	ids   idBlocks
+	err   error
+	found *foundAhead
+}
+
+// foundAhead is the newest checkpoint of a role that a Standby's search
+// found below the offset end, with the role's records after it, up to end.
+// The search read every offset below end after the last stable offset had
+// passed end, so each of them was decided: the committed records there
+// never change, and no transaction holds records on both sides of end.
+type foundAhead struct {
+	end    int64
+	search checkpointSearch // lazy: the IDs of a delta undecoded, its base unread
+	first  int64            // the offset of the checkpoint's first part
 }
 
 // NewStandby returns a Standby of role that reads the command log with log,
@@ -83,12 +109,12 @@ func NewStandby(role coordination.Role, log LogReader, options ...Option) (*Stan
 	}, nil
 }
 
-// Prefetch finds the role's newest checkpoint as a recovery does, and reads
-// and keeps the IDs of the full checkpoint it is or builds on, unless the
-// Standby holds those already. A recovery that needs them while Prefetch
-// reads them waits for that read rather than starting its own. It returns
-// an error when a read fails or ctx ends; what it held before stays unless
-// it began to read another base.
+// Prefetch finds the role's newest checkpoint as a recovery does and keeps
+// what it found, and reads and keeps the IDs of the full checkpoint it is or
+// builds on, unless the Standby holds those already. A recovery that needs
+// them while Prefetch reads them waits for that read rather than starting
+// its own. It returns an error when a read fails or ctx ends; what it held
+// before stays unless it began to read another base.
 func (s *Standby) Prefetch(ctx context.Context) error {
 	s.mu.Lock()
 	ended := s.ended
@@ -105,6 +131,12 @@ func (s *Standby) Prefetch(ctx context.Context) error {
 		return nil
 	}
 	ref := *cs.newestFull
+	found := &foundAhead{end: end, search: cs, first: cs.first}
+	if cs.unread == nil {
+		// A full checkpoint: its IDs are those of the base, which the
+		// recovery takes; the parts' bytes are let go.
+		found.search.idsLeft = nil
+	}
 	s.mu.Lock()
 	if s.ended != ended {
 		// A recovery ended while this one searched: its member leads, or
@@ -114,6 +146,7 @@ func (s *Standby) Prefetch(ctx context.Context) error {
 	}
 	if s.base != nil && s.base.ref == ref {
 		b := s.base
+		b.found = found
 		s.mu.Unlock()
 		select {
 		case <-b.done:
@@ -122,7 +155,7 @@ func (s *Standby) Prefetch(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	b := &prefetched{ref: ref, done: make(chan struct{})}
+	b := &prefetched{ref: ref, done: make(chan struct{}), found: found}
 	s.base = b
 	s.mu.Unlock()
 
@@ -171,6 +204,28 @@ func (s *Standby) take(ctx context.Context, ref CheckpointBase) (ids idBlocks, o
 	}
 	s.base = nil
 	return b.ids, true
+}
+
+// ahead hands over what the last Prefetch's search found, when a recovery
+// that reads the offsets from start up to end can build on it: the
+// checkpoint lies at or after start (retention took no part of it) and the
+// search read no offset at or after end. The IDs of its base are taken
+// apart, with readBase. A nil Standby holds nothing.
+func (s *Standby) ahead(start, end int64) *foundAhead {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.base == nil || s.base.found == nil {
+		return nil
+	}
+	f := s.base.found
+	s.base.found = nil
+	if f.end > end || f.first < start {
+		return nil
+	}
+	return f
 }
 
 // release lets go of what the Standby holds or reads, once a recovery is

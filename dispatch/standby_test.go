@@ -64,13 +64,15 @@ func (g *gatedRange) ReadRange(ctx context.Context, tp coordination.TopicPartiti
 	return g.rangeLog.ReadRange(ctx, tp, rng)
 }
 
-// TestStandbyPrefetchesTheBase checks that a recovery takes the IDs of the
-// base that its member's Standby read ahead, and then reads the delta and
-// the records after it alone, knowing what a recovery that read the base
-// knows; that it waits for a Prefetch that is reading that base rather
-// than reading it again; and that it reads the base itself when the Standby
-// holds another one, which it then lets go, or has handed its IDs to an
-// earlier recovery.
+// TestStandbyPrefetchesTheBase checks that a recovery builds on what its
+// member's Standby read ahead: the checkpoint its search found and the IDs
+// of the base, reading only the offsets after the Standby's search, and
+// knowing what a recovery that read the whole log knows. When a checkpoint
+// of the role came after the Standby's search, the recovery searches
+// itself and still takes the base when the delta it finds names it. It
+// waits for a Prefetch that is reading that base rather than reading it
+// again, and reads the base itself when the Standby holds another one,
+// which it then lets go, or has handed its IDs to an earlier recovery.
 func TestStandbyPrefetchesTheBase(t *testing.T) {
 	const interval = 40
 	devices := map[string]Device{"dev": &countingDevice{}}
@@ -111,10 +113,10 @@ func TestStandbyPrefetchesTheBase(t *testing.T) {
 	second := startLeader(t, log, reader, 2, devices, append(opts, WithStandby(standby))...)
 	got := second.d.RecoveryStats()
 	baseParts := int(newest.Base.Last - newest.Base.First + 1)
-	if !got.BasePrefetched || got.BaseOffset != want.BaseOffset || got.CheckpointOffset != want.CheckpointOffset ||
-		got.RecordsRead != want.RecordsRead-baseParts || reader.read.Load() != int64(got.RecordsRead) {
-		t.Fatalf("with a standby: %+v (reader read %d), want the base of %d parts prefetched and the rest of %+v",
-			got, reader.read.Load(), baseParts, want)
+	if !got.BasePrefetched || !got.CheckpointPrefetched || got.BaseOffset != want.BaseOffset || got.CheckpointOffset != want.CheckpointOffset ||
+		got.TailRecords != want.TailRecords || got.RecordsRead != 0 || reader.read.Load() != 0 {
+		t.Fatalf("with a standby: %+v (reader read %d), want what the standby read and nothing more, and the rest of %+v",
+			got, reader.read.Load(), want)
 	}
 	if standby.base != nil {
 		t.Fatal("the standby still holds the IDs it handed to a recovery")
@@ -141,15 +143,53 @@ func TestStandbyPrefetchesTheBase(t *testing.T) {
 	}
 	third.stop(t)
 
-	// A standby that holds another base hands nothing over.
+	// Records of another role after the standby's search are read, and
+	// the rest comes from the standby.
+	if err := standby.Prefetch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	otherRole(t, log, 100, 25)
+	want = expect()
+	reader = &rangeLog{leaderLog: log}
+	after := startLeader(t, log, reader, 5, devices, append(opts, WithStandby(standby))...)
+	if st := after.d.RecoveryStats(); !st.CheckpointPrefetched || !st.BasePrefetched || st.RecordsRead != 25 ||
+		reader.read.Load() != 25 || st.CheckpointOffset != want.CheckpointOffset || st.TailRecords != want.TailRecords {
+		t.Fatalf("after 25 records of another role: %+v (reader read %d), want those read and the rest of %+v prefetched",
+			st, reader.read.Load(), want)
+	}
+	after.stop(t)
+
+	// A checkpoint of the role after the standby's search (here the
+	// drain of a leader without a standby) sends the recovery to search
+	// itself, from the offsets after the standby's search down; the delta
+	// it finds there builds on the base the standby holds.
+	if err := standby.Prefetch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	held, searched := standby.base.ref, standby.base.found.end
+	startLeader(t, log, &rangeLog{leaderLog: log}, 6, devices, opts...).stop(t)
+	if cps := checkpointsOf(t, log.entries(t)); cps[len(cps)-1].Base == nil || *cps[len(cps)-1].Base != held {
+		t.Fatalf("the drained leader wrote %+v last, want a delta on %+v", cps[len(cps)-1], held)
+	}
+	want = expect()
+	drained := startLeader(t, log, &rangeLog{leaderLog: log}, 7, devices, append(opts, WithStandby(standby))...)
+	if st := drained.d.RecoveryStats(); st.CheckpointPrefetched || !st.BasePrefetched || st.RecordsRead != int(st.End-searched) ||
+		st.CheckpointOffset != want.CheckpointOffset || st.TailRecords != want.TailRecords {
+		t.Fatalf("after a checkpoint of the role: %+v, want a search of its own of the offsets from %d, the base prefetched, and the rest of %+v",
+			st, searched, want)
+	}
+	drained.stop(t)
+
+	// A standby that holds another base hands nothing over, even its
+	// search's checkpoint, which builds on the base it read.
 	if err := standby.Prefetch(ctx); err != nil {
 		t.Fatal(err)
 	}
 	standby.base.ref.Sequence++
 	want = expect()
-	fourth := startLeader(t, log, &rangeLog{leaderLog: log}, 5, devices, append(opts, WithStandby(standby))...)
-	if st := fourth.d.RecoveryStats(); st.BasePrefetched || st.RecordsRead != want.RecordsRead {
-		t.Fatalf("with a standby of another base: %+v, want the base read", st)
+	fourth := startLeader(t, log, &rangeLog{leaderLog: log}, 8, devices, append(opts, WithStandby(standby))...)
+	if st := fourth.d.RecoveryStats(); st.BasePrefetched || !st.CheckpointPrefetched || st.RecordsRead != baseParts {
+		t.Fatalf("with a standby of another base: %+v, want the base read, and the checkpoint the standby found", st)
 	}
 	if standby.base != nil {
 		t.Fatal("the standby still holds another base after a recovery")
@@ -169,7 +209,7 @@ func TestStandbyPrefetchesTheBase(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	reader = &rangeLog{leaderLog: log}
-	leader := newFakeLeader(t, log, fakeToken(t, 7, 6))
+	leader := newFakeLeader(t, log, fakeToken(t, 7, 9))
 	registry := NewRegistry()
 	if err := registry.Register("dev", &countingDevice{}); err != nil {
 		t.Fatal(err)
@@ -195,8 +235,8 @@ func TestStandbyPrefetchesTheBase(t *testing.T) {
 		case <-time.After(time.Millisecond):
 		}
 	}
-	if st := d.RecoveryStats(); !st.BasePrefetched || reader.read.Load() != int64(want.RecordsRead-baseParts) {
-		t.Fatalf("after waiting for the prefetch: %+v, reader read %d; want the base prefetched", st, reader.read.Load())
+	if st := d.RecoveryStats(); !st.BasePrefetched || !st.CheckpointPrefetched || reader.read.Load() != 0 {
+		t.Fatalf("after waiting for the prefetch: %+v, reader read %d; want the base and the checkpoint prefetched", st, reader.read.Load())
 	}
 	leader.end(fmt.Errorf("test over: %w", coordination.ErrNotHeld))
 	<-runErr
@@ -266,5 +306,116 @@ func TestStandbyKeepsNothingAfterARecovery(t *testing.T) {
 	close(slow.gate)
 	if err := standby.Prefetch(context.Background()); err != nil || standby.base == nil {
 		t.Fatalf("a later Prefetch: %v, holds %t", err, standby.base != nil)
+	}
+}
+
+// boundedLog is a rangeLog whose Bounds reports the end of its log as end,
+// as a high watermark taken before the records after it were written.
+type boundedLog struct {
+	*rangeLog
+	end int64
+}
+
+func (b *boundedLog) Bounds(ctx context.Context, tp coordination.TopicPartition) (int64, int64, error) {
+	start, end, err := b.rangeLog.Bounds(ctx, tp)
+	return start, min(end, b.end), err
+}
+
+// TestStandbySearchEndsInsideACheckpoint checks a Standby's search that
+// ended between the parts of a checkpoint, as one that read while the
+// transaction writing them was open: it found the older checkpoint, and the
+// recovery, which finds the newer one's last part after that search, does
+// not build on it but searches itself and finds the newer one whole.
+func TestStandbySearchEndsInsideACheckpoint(t *testing.T) {
+	const role = "plant-a"
+	log := &leaderLog{}
+	tok := mustToken(t, 1, 1)
+	appendEntry := func(e Entry) {
+		t.Helper()
+		key, value, err := EncodeEntry(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log.append([]coordination.GuardedRecord{{Key: key, Value: value}})
+	}
+	at := time.Now().Add(-time.Minute)
+	checkpoint := func(seq int64, hashes ...uint64) []CheckpointPart {
+		t.Helper()
+		ids := make([]compactID, len(hashes))
+		for i, h := range hashes {
+			ids[i] = compactID{hash: h, first: int64(i), outcome: int64(i), submitted: at.UnixMilli()}
+		}
+		parts, err := encodeWindowCheckpoint(role, seq, Checkpoint{Window: DefaultDedupWindow}, blocksOf(ids))
+		if err != nil || len(parts) != 1 {
+			t.Fatalf("encode: %d parts, %v", len(parts), err)
+		}
+		return parts
+	}
+	older := checkpoint(1, 10)
+	appendEntry(Entry{Kind: EntryCheckpoint, Role: role, Token: tok, Member: "node-1", At: at, Checkpoint: &older[0]})
+	otherRole(t, log, 0, 3)
+	// The newer checkpoint, in two parts, with a record of another role
+	// between them.
+	newer := checkpoint(2, 10, 20, 30)[0]
+	data := newer.Data
+	half := len(data) / 2
+	for i, chunk := range [][]byte{data[:half], data[half:]} {
+		p := CheckpointPart{Sequence: 2, Part: i, Parts: 2, Data: chunk}
+		appendEntry(Entry{Kind: EntryCheckpoint, Role: role, Token: tok, Member: "node-1", At: at, Checkpoint: &p})
+		if i == 0 {
+			otherRole(t, log, 1, 1)
+		}
+	}
+	split := int64(6) // the offset of the newer checkpoint's second part
+
+	ctx := context.Background()
+	reader := &rangeLog{leaderLog: log}
+	start, end, err := reader.Bounds(ctx, coordination.TopicPartition{})
+	if err != nil || end != split+1 {
+		t.Fatalf("bounds %d to %d, %v; want the log to end after offset %d", start, end, err, split)
+	}
+	r, err := coordination.NewRole(role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	standby, err := NewStandby(r, &boundedLog{rangeLog: reader, end: split}, WithCheckpointInterval(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := standby.Prefetch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if f := standby.base.found; f == nil || f.end != split || f.search.at != 0 {
+		t.Fatalf("the standby's search found %+v, want the older checkpoint at offset 0, read up to %d", f, split)
+	}
+	requests := coordination.TopicPartition{Topic: DefaultRequestsTopic}
+	s, stats, err := recoverState(ctx, role, requests, start, end, 4, roleRange(reader, coordination.TopicPartition{}, role), standby)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.CheckpointPrefetched || stats.CheckpointOffset != split {
+		t.Fatalf("recovery: %+v, want the newer checkpoint at offset %d found by its own search", stats, split)
+	}
+	var got []uint64
+	for _, id := range s.ids.all() {
+		got = append(got, id.hash)
+	}
+	if !reflect.DeepEqual(got, []uint64{10, 20, 30}) {
+		t.Fatalf("recovered the IDs %v, want those of the newer checkpoint", got)
+	}
+
+	// Read up to the end, the standby's search finds the newer one, and
+	// the recovery builds on it without a read.
+	standby.release()
+	standby, err = NewStandby(r, reader, WithCheckpointInterval(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := standby.Prefetch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, stats, err = recoverState(ctx, role, requests, start, end, 4, roleRange(reader, coordination.TopicPartition{}, role), standby)
+	if err != nil || !stats.CheckpointPrefetched || stats.CheckpointOffset != split || stats.RecordsRead != 0 || s.ids.count() != 3 {
+		t.Fatalf("recovery after a search up to the end: %+v, %d IDs, %v; want the newer checkpoint prefetched", stats, s.ids.count(), err)
 	}
 }

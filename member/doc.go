@@ -46,10 +46,11 @@
 // dispatchers a [dispatch.Standby], which reads the role's newest full
 // checkpoint (the part of a recovery that grows with the dedup window)
 // whenever the member starts to campaign and every [PrefetchInterval] while
-// it does not lead. The recovery of a leadership it wins then reads only
-// the newest checkpoint and the records after it; at a cold start the read
-// runs beside the campaign. A read that fails is logged, and the recovery
-// reads what it needs itself.
+// it does not lead, and keeps what its search for the newest checkpoint
+// found. The recovery of a leadership it wins then reads only the records
+// written after that read, unless the role wrote a checkpoint since; at a
+// cold start the read runs beside the campaign. A read that fails is
+// logged, and the recovery reads what it needs itself.
 //
 // # Observing a member
 //
