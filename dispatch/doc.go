@@ -514,7 +514,9 @@
 // the recovery takes it, the role's records after it, and these; otherwise
 // it searches on down itself. A takeover by a standby that read ahead thus
 // reads about what was written after its last read ([RecoveryStats]
-// CheckpointPrefetched).
+// CheckpointPrefetched). At a cold start, when the campaign wins before the
+// Standby's search is over, the recovery waits for that search rather than
+// searching beside it.
 //
 // [Client.Status] and [Client.Wait] without a hint search the same way for
 // the role's newest checkpoint, and read a command's records at the offsets

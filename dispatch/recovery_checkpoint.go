@@ -152,7 +152,7 @@ func searchCheckpoint(ctx context.Context, role string, start, end, step int64, 
 	step = max(step, 1)
 	var ahead *foundAhead
 	if !lazy {
-		ahead = bases.ahead(start, end)
+		ahead = bases.ahead(ctx, start, end)
 	}
 	for hi := end; hi > start; {
 		if ahead != nil && hi == ahead.end {

@@ -53,6 +53,10 @@ type Standby struct {
 
 	mu   sync.Mutex
 	base *prefetched
+	// searching, while a Prefetch searches, closes when its search is over:
+	// a recovery that begins meanwhile waits for what it finds rather than
+	// searching beside it.
+	searching chan struct{}
 	// ended counts the recoveries that ended: a Prefetch that began before
 	// the last one keeps nothing, since a leader holds no copy.
 	ended int
@@ -111,14 +115,29 @@ func NewStandby(role coordination.Role, log LogReader, options ...Option) (*Stan
 
 // Prefetch finds the role's newest checkpoint as a recovery does and keeps
 // what it found, and reads and keeps the IDs of the full checkpoint it is or
-// builds on, unless the Standby holds those already. A recovery that needs
-// them while Prefetch reads them waits for that read rather than starting
-// its own. It returns an error when a read fails or ctx ends; what it held
+// builds on, unless the Standby holds those already. A recovery that
+// begins while Prefetch searches waits for what it finds, and one that
+// needs the IDs while Prefetch reads them waits for that read, rather than
+// starting its own. It returns an error when a read fails or ctx ends; what it held
 // before stays unless it began to read another base.
 func (s *Standby) Prefetch(ctx context.Context) error {
 	s.mu.Lock()
 	ended := s.ended
+	searching := s.searching == nil
+	if searching {
+		s.searching = make(chan struct{})
+	}
 	s.mu.Unlock()
+	searched := func() {
+		if searching {
+			s.mu.Lock()
+			close(s.searching)
+			s.searching = nil
+			s.mu.Unlock()
+			searching = false
+		}
+	}
+	defer searched()
 	start, end, err := s.ranger.Bounds(ctx, s.tp)
 	if err != nil {
 		return fmt.Errorf("dispatch: standby: %w", err)
@@ -148,6 +167,7 @@ func (s *Standby) Prefetch(ctx context.Context) error {
 		b := s.base
 		b.found = found
 		s.mu.Unlock()
+		searched()
 		select {
 		case <-b.done:
 			return b.err
@@ -158,6 +178,7 @@ func (s *Standby) Prefetch(ctx context.Context) error {
 	b := &prefetched{ref: ref, done: make(chan struct{}), found: found}
 	s.base = b
 	s.mu.Unlock()
+	searched()
 
 	if cs.unread == nil {
 		// The newest checkpoint is the full one.
@@ -209,11 +230,22 @@ func (s *Standby) take(ctx context.Context, ref CheckpointBase) (ids idBlocks, o
 // ahead hands over what the last Prefetch's search found, when a recovery
 // that reads the offsets from start up to end can build on it: the
 // checkpoint lies at or after start (retention took no part of it) and the
-// search read no offset at or after end. The IDs of its base are taken
-// apart, with readBase. A nil Standby holds nothing.
-func (s *Standby) ahead(start, end int64) *foundAhead {
+// search read no offset at or after end. It waits for a Prefetch that is
+// searching, unless ctx ends. The IDs of its base are taken apart, with
+// readBase. A nil Standby holds nothing.
+func (s *Standby) ahead(ctx context.Context, start, end int64) *foundAhead {
 	if s == nil {
 		return nil
+	}
+	s.mu.Lock()
+	searching := s.searching
+	s.mu.Unlock()
+	if searching != nil {
+		select {
+		case <-searching:
+		case <-ctx.Done():
+			return nil
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -419,3 +419,55 @@ func TestStandbySearchEndsInsideACheckpoint(t *testing.T) {
 		t.Fatalf("recovery after a search up to the end: %+v, %d IDs, %v; want the newer checkpoint prefetched", stats, s.ids.count(), err)
 	}
 }
+
+// TestRecoveryWaitsForTheStandbysSearch checks that a recovery that begins
+// while its Standby's search is under way, as at a cold start when the
+// campaign wins first, waits for that search and builds on it rather than
+// searching beside it.
+func TestRecoveryWaitsForTheStandbysSearch(t *testing.T) {
+	const interval = 40
+	log, _, role, _ := deltaLog(t, interval, map[string]Device{"dev": &countingDevice{}})
+	slow := &slowBounds{rangeLog: &rangeLog{leaderLog: log}, asked: make(chan struct{}), gate: make(chan struct{})}
+	opts := []Option{WithCheckpointInterval(interval)}
+	standby, err := NewStandby(role, slow, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	prefetched := make(chan error, 1)
+	go func() { prefetched <- standby.Prefetch(ctx) }()
+	<-slow.asked
+
+	reader := &rangeLog{leaderLog: log}
+	leader := newFakeLeader(t, log, fakeToken(t, 7, 3))
+	registry := NewRegistry()
+	if err := registry.Register("dev", &countingDevice{}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewDispatcher(leader, registry, reader, append(opts, WithStandby(standby), WithCommitLinger(0))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runErr := make(chan error, 1)
+	go func() { runErr <- d.Run(ctx) }()
+	time.Sleep(20 * time.Millisecond) // a recovery that did not wait would finish here
+	if d.Recovered() {
+		t.Fatalf("the recovery did not wait for the standby's search: %+v", d.RecoveryStats())
+	}
+	close(slow.gate)
+	if err := <-prefetched; err != nil {
+		t.Fatal(err)
+	}
+	for !d.Recovered() {
+		select {
+		case err := <-runErr:
+			t.Fatalf("Run returned before it recovered: %v", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if st := d.RecoveryStats(); !st.CheckpointPrefetched || !st.BasePrefetched || st.RecordsRead != 0 || reader.read.Load() != 0 {
+		t.Fatalf("after waiting for the standby's search: %+v, reader read %d; want all of it from the standby", st, reader.read.Load())
+	}
+	leader.end(fmt.Errorf("test over: %w", coordination.ErrNotHeld))
+	<-runErr
+}
