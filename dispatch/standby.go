@@ -81,7 +81,6 @@ type prefetched struct {
 type foundAhead struct {
 	end    int64
 	search checkpointSearch // lazy: the IDs of a delta undecoded, its base unread
-	first  int64            // the offset of the checkpoint's first part
 }
 
 // NewStandby returns a Standby of role that reads the command log with log,
@@ -150,7 +149,7 @@ func (s *Standby) Prefetch(ctx context.Context) error {
 		return nil
 	}
 	ref := *cs.newestFull
-	found := &foundAhead{end: end, search: cs, first: cs.first}
+	found := &foundAhead{end: end, search: cs}
 	if cs.unread == nil {
 		// A full checkpoint: its IDs are those of the base, which the
 		// recovery takes; the parts' bytes are let go.
@@ -254,7 +253,7 @@ func (s *Standby) ahead(ctx context.Context, start, end int64) *foundAhead {
 	}
 	f := s.base.found
 	s.base.found = nil
-	if f.end > end || f.first < start {
+	if f.end > end || f.search.first < start {
 		return nil
 	}
 	return f
