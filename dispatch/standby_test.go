@@ -81,19 +81,21 @@ func TestStandbyPrefetchesTheBase(t *testing.T) {
 	opts := []Option{WithCheckpointInterval(interval)}
 
 	// expect returns what a recovery without a standby reads and finds in
-	// the log as it is: each leader below writes a checkpoint of its own.
-	expect := func() RecoveryStats {
+	// the log as it is: each leader below writes a checkpoint of its own,
+	// a delta on a base unless anyCheckpoint.
+	expectAny := func(anyCheckpoint bool) RecoveryStats {
 		t.Helper()
 		d, err := NewDispatcher(newFakeLeader(t, log, fakeToken(t, 7, 0)), NewRegistry(), &rangeLog{leaderLog: log}, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, st, err := d.recoverFromCheckpoint(ctx)
-		if err != nil || st.BasePrefetched || st.BaseOffset < 0 {
+		if err != nil || st.BasePrefetched || st.CheckpointOffset < 0 || (!anyCheckpoint && st.BaseOffset < 0) {
 			t.Fatalf("a recovery without a standby: %+v, %v; want a delta on a base", st, err)
 		}
 		return st
 	}
+	expect := func() RecoveryStats { t.Helper(); return expectAny(false) }
 	want := expect()
 	if want.BaseOffset != newest.Base.Last {
 		t.Fatalf("without a standby: %+v, want the base at %d read", want, newest.Base.Last)
@@ -159,27 +161,6 @@ func TestStandbyPrefetchesTheBase(t *testing.T) {
 	}
 	after.stop(t)
 
-	// A checkpoint of the role after the standby's search (here the
-	// drain of a leader without a standby) sends the recovery to search
-	// itself, from the offsets after the standby's search down; the delta
-	// it finds there builds on the base the standby holds.
-	if err := standby.Prefetch(ctx); err != nil {
-		t.Fatal(err)
-	}
-	held, searched := standby.base.ref, standby.base.found.end
-	startLeader(t, log, &rangeLog{leaderLog: log}, 6, devices, opts...).stop(t)
-	if cps := checkpointsOf(t, log.entries(t)); cps[len(cps)-1].Base == nil || *cps[len(cps)-1].Base != held {
-		t.Fatalf("the drained leader wrote %+v last, want a delta on %+v", cps[len(cps)-1], held)
-	}
-	want = expect()
-	drained := startLeader(t, log, &rangeLog{leaderLog: log}, 7, devices, append(opts, WithStandby(standby))...)
-	if st := drained.d.RecoveryStats(); st.CheckpointPrefetched || !st.BasePrefetched || st.RecordsRead != int(st.End-searched) ||
-		st.CheckpointOffset != want.CheckpointOffset || st.TailRecords != want.TailRecords {
-		t.Fatalf("after a checkpoint of the role: %+v, want a search of its own of the offsets from %d, the base prefetched, and the rest of %+v",
-			st, searched, want)
-	}
-	drained.stop(t)
-
 	// A standby that holds another base hands nothing over, even its
 	// search's checkpoint, which builds on the base it read.
 	if err := standby.Prefetch(ctx); err != nil {
@@ -240,6 +221,32 @@ func TestStandbyPrefetchesTheBase(t *testing.T) {
 	}
 	leader.end(fmt.Errorf("test over: %w", coordination.ErrNotHeld))
 	<-runErr
+
+	// A checkpoint of the role after the standby's search (here written
+	// by a leader without a standby, which settles more than an interval
+	// of records) sends the recovery to search itself, from the offsets
+	// after the standby's search down. When the checkpoint it finds there
+	// is a delta on the base the standby holds, it takes that base.
+	if err := standby.Prefetch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	held, searched := standby.base.ref, standby.base.found.end
+	writer := startLeader(t, log, &rangeLog{leaderLog: log}, 10, devices, opts...)
+	submitMany(t, writer.d, "after-search", interval/2+1, time.Now())
+	writer.stop(t)
+	cps := checkpointsOf(t, log.entries(t))
+	if last := cps[len(cps)-1]; last.first < searched {
+		t.Fatalf("the leader wrote no checkpoint after offset %d: the last is at %d", searched, last.first)
+	}
+	onHeld := cps[len(cps)-1].Base != nil && *cps[len(cps)-1].Base == held
+	want = expectAny(true)
+	drained := startLeader(t, log, &rangeLog{leaderLog: log}, 11, devices, append(opts, WithStandby(standby))...)
+	if st := drained.d.RecoveryStats(); st.CheckpointPrefetched || st.BasePrefetched != onHeld || st.RecordsRead == 0 || st.RecordsRead > int(st.End-searched) ||
+		st.CheckpointOffset != want.CheckpointOffset || st.TailRecords != want.TailRecords {
+		t.Fatalf("after a checkpoint of the role: %+v, want a search of its own of the offsets from %d, the base prefetched only if that checkpoint is a delta on it (%t), and the rest of %+v",
+			st, searched, onHeld, want)
+	}
+	drained.stop(t)
 }
 
 // TestStandbyChecksItsArguments checks NewStandby and WithStandby.
