@@ -181,9 +181,12 @@ type committer struct {
 	wake chan struct{}
 	room chan struct{} // closed and replaced when the queue shrinks
 
-	// committedAt is when the last transaction ended; only the commit
-	// loop touches it.
+	// committedAt is when the last transaction ended, and commitTook a
+	// moving average of how long a transaction takes from its start to
+	// its commit (zero before the first); only the commit loop touches
+	// them.
 	committedAt time.Time
+	commitTook  time.Duration
 }
 
 // newCommitter returns a committer that starts nothing: call run.
@@ -451,6 +454,12 @@ func (c *committer) takeLocked() []*item {
 // the commit gap. A full batch of them, or one after intake stopped, waits
 // for the gap alone.
 //
+// The ride is also no longer than a transaction takes (the moving average
+// of the recent ones): riding spares the next Issued records the wait for
+// a transaction of outcomes alone, at most one commit, and a longer ride
+// would cost the outcomes more than it can spare the commands. Where
+// commits are fast, outcomes without commands after them commit soon.
+//
 // Nothing waits while the queue is at its bound, where submitters wait for
 // room. The caller holds c.mu, and the queue is not empty.
 func (c *committer) lingerFor() time.Duration {
@@ -465,7 +474,11 @@ func (c *committer) lingerFor() time.Duration {
 	var wait time.Duration
 	switch {
 	case !c.due && !c.hurried:
-		wait = b.ride - time.Since(c.ridesFrom)
+		ride := b.ride
+		if c.commitTook > 0 && c.commitTook < ride {
+			ride = c.commitTook
+		}
+		wait = ride - time.Since(c.ridesFrom)
 	case c.due && b.linger > 0 && !c.lingerFrom.IsZero():
 		wait = b.linger - time.Since(c.lingerFrom)
 	}
@@ -585,7 +598,7 @@ func (c *committer) commit(ctx context.Context, batch []*item) {
 		}
 	}
 	c.committedAt = time.Now()
-	c.cfg.tel.commitLatency(c.committedAt.Sub(start))
+	c.noteCommit(c.committedAt.Sub(start))
 	endSpans(batch, nil)
 
 	c.mu.Lock()
@@ -610,6 +623,19 @@ func (c *committer) commit(ctx context.Context, batch []*item) {
 	if c.cfg.committed != nil {
 		c.cfg.committed(committedBatch{items: batch, token: token, offsets: offsets, intake: hasIntake, intakeNext: intakeNext})
 	}
+}
+
+// noteCommit records that a transaction took took, from its start to its
+// commit. Only the commit loop calls it.
+func (c *committer) noteCommit(took time.Duration) {
+	c.cfg.tel.commitLatency(took)
+	if c.commitTook == 0 {
+		c.commitTook = took
+		return
+	}
+	// A quarter of each new commit: one slow commit moves the average,
+	// and a few fast ones bring it back.
+	c.commitTook += (took - c.commitTook) / 4
 }
 
 // endSpans ends the span of every item of batch, recording err when set.

@@ -531,6 +531,29 @@ func TestCommitterOutcomesRideWithTheNextDueTransaction(t *testing.T) {
 			<-r.done
 		})
 	})
+	t.Run("commits faster than the outcome linger", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			const took = 4 * time.Millisecond
+			r := newCommitterRig(t, bounds, took, nil)
+			r.start(t.Context())
+			r.c.enqueue(issuedOf(t, "a"))
+			time.Sleep(50 * time.Millisecond)
+			queued := time.Now()
+			x := outcomeOf(t, "x")
+			x.rides = true
+			r.c.enqueue(x)
+			time.Sleep(time.Second)
+			txns := r.w.written()
+			// The outcome waits as long as a transaction takes, not the
+			// whole outcome linger: a transaction of its own costs the
+			// next commands no more than that.
+			if len(txns) != 2 || txns[1].start.Sub(queued) != took {
+				t.Fatalf("transactions %+v, want the outcome %v after it queued", txns, took)
+			}
+			r.c.stop()
+			<-r.done
+		})
+	})
 	t.Run("a full batch of outcomes", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			full := bounds

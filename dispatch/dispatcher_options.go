@@ -79,7 +79,8 @@ const (
 	// next commands queue, makes those commands wait for its whole commit
 	// before their own starts, so under load the outcomes of one burst ride
 	// with the commands of the next instead. The price is that an outcome
-	// with no command after it commits up to this much later. After
+	// with no command after it commits up to this much later, or up to
+	// one commit's time when commits are faster than this. After
 	// [Dispatcher.StopIntake] outcomes no longer wait. Change it with
 	// [WithOutcomeLinger]; zero makes outcomes start a transaction like any
 	// other record.
@@ -349,8 +350,11 @@ func WithCommitGap(d time.Duration) Option {
 // themselves wait for a transaction that is due anyway before they start
 // one of their own, overriding [DefaultOutcomeLinger]. They never wait less
 // than the commit gap, nor once their batch is full or the queue is at its
-// bound, nor after [Dispatcher.StopIntake]. Zero makes an outcome start a
-// transaction like any other record, after the commit linger. The wait
+// bound, nor after [Dispatcher.StopIntake]. Nor do they wait longer than a
+// transaction of the log takes (a moving average of the recent ones): their
+// own transaction would cost the next commands no more than that. Zero
+// makes an outcome start a transaction like any other record, after the
+// commit linger. The wait
 // never reorders the log: an outcome goes in the same transaction as the
 // records queued before it, or a later one.
 func WithOutcomeLinger(d time.Duration) Option {
