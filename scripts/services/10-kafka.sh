@@ -31,6 +31,10 @@
 # Broker settings are tuned for tests on a small machine: small heaps, a small
 # cleaner buffer, no controlled shutdown (teardown never hangs), fast fencing
 # of a dead broker (so a test that kills one sees the ISR shrink in seconds).
+# KRABKA_KAFKA_BROKER_PROPERTIES, when set at a fresh start, holds more
+# server.properties lines for every node, which override these, for a
+# measurement under other broker settings, e.g.
+#   KRABKA_KAFKA_BROKER_PROPERTIES=add.partitions.to.txn.retry.backoff.ms=2 make bench
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -116,6 +120,9 @@ num.replica.fetchers=1
 background.threads=4
 log.flush.interval.messages=9223372036854775807
 EOF
+	if [ -n "${KRABKA_KAFKA_BROKER_PROPERTIES:-}" ]; then
+		printf '%s\n' "$KRABKA_KAFKA_BROKER_PROPERTIES" >>"$dir/server.properties"
+	fi
 	cat >"$dir/log4j2.properties" <<'EOF'
 status = warn
 appender.out.type = Console
