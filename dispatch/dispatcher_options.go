@@ -354,9 +354,8 @@ func WithCommitGap(d time.Duration) Option {
 // transaction of the log takes (a moving average of the recent ones): their
 // own transaction would cost the next commands no more than that. Zero
 // makes an outcome start a transaction like any other record, after the
-// commit linger. The wait
-// never reorders the log: an outcome goes in the same transaction as the
-// records queued before it, or a later one.
+// commit linger. The wait never reorders the log: an outcome goes in the
+// same transaction as the records queued before it, or a later one.
 func WithOutcomeLinger(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {
