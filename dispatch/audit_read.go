@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -260,6 +261,43 @@ func rangeFetchLimit(from, until int64) []kgo.Opt {
 	return []kgo.Opt{kgo.FetchMaxPartitionBytes(int32(n))}
 }
 
+// grownFetchMax bounds the bytes of one fetch of a read whose records are
+// as large as its fetch limit (see grownFetchLimit): 32 MiB, below the 50
+// MiB that franz-go and the brokers allow a fetch by default.
+const grownFetchMax = 32 << 20
+
+// grownFetchLimit returns the fetch limit for the rest of a read, left
+// offsets, that met a record of biggest bytes while its limit was limit, or
+// 0 to keep the limit. When two such records do not fit in one fetch, each
+// fetch brings one: the parts of a large checkpoint, of up to
+// MaxCheckpointPartLen each, would take a round trip to the broker each,
+// some forty of them for a window of a million IDs. The limit then makes
+// room for left records of that size, up to grownFetchMax and whole, the
+// client's limit of a whole fetch.
+func grownFetchLimit(limit, whole int32, biggest int, left int64) int32 {
+	if biggest == 0 || int64(biggest)*2 <= int64(limit) || left <= 1 {
+		return 0
+	}
+	n := min(left*int64(biggest), grownFetchMax, int64(whole))
+	if n <= int64(limit) {
+		return 0
+	}
+	return int32(n)
+}
+
+// fetchLimits returns the limits of one fetch of cl, as a whole and of one
+// partition.
+func fetchLimits(cl *kgo.Client) (whole, partition int32) {
+	whole, partition = 50<<20, 1<<20 // franz-go's defaults
+	if v := reflect.ValueOf(cl.OptValue(kgo.FetchMaxBytes)); v.CanInt() {
+		whole = int32(v.Int())
+	}
+	if v := reflect.ValueOf(cl.OptValue(kgo.FetchMaxPartitionBytes)); v.CanInt() {
+		partition = int32(v.Int())
+	}
+	return whole, partition
+}
+
 // ReadRange returns the committed entries of the partition within rng, in
 // offset order, as [KafkaLogReader.ReadLog] does for the whole partition:
 // it waits for the open transactions of other producers the same way, and
@@ -298,6 +336,7 @@ func (r *KafkaLogReader) readRange(ctx context.Context, partition coordination.T
 	}
 	start = max(start, from)
 	target = min(target, rng.Until)
+	fetchMax, fetchLimit := fetchLimits(cl)
 	var entries []Entry
 	var malformed []error
 	read := 0
@@ -339,10 +378,12 @@ func (r *KafkaLogReader) readRange(ctx context.Context, partition coordination.T
 			wait.Moved()
 		}
 		r.read.Add(int64(fetches.NumRecords()))
+		biggest := 0
 		fetches.EachRecord(func(rec *kgo.Record) {
 			if rec.Offset+1 > next {
 				next = rec.Offset + 1
 			}
+			biggest = max(biggest, len(rec.Key)+len(rec.Value))
 			if rec.Attrs.IsControl() || rec.Offset < start || rec.Offset >= target || (rng.Limit > 0 && len(entries) >= rng.Limit) {
 				return
 			}
@@ -359,6 +400,12 @@ func (r *KafkaLogReader) readRange(ctx context.Context, partition coordination.T
 			}
 			entries = append(entries, e)
 		})
+		if n := grownFetchLimit(fetchLimit, fetchMax, biggest, target-next); n > 0 {
+			// The fetches after the next one, which may be under way, bring
+			// more than one record each.
+			fetchLimit = n
+			cl.UpdateFetchMaxBytes(fetchMax, fetchLimit)
+		}
 	}
 	return entries, read, errors.Join(malformed...)
 }

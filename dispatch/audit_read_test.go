@@ -41,3 +41,30 @@ func TestVerifyFromStartsMidLog(t *testing.T) {
 		t.Errorf("VerifyFrom: %v, want %v", got, want)
 	}
 }
+
+// TestGrownFetchLimit checks when a read makes room for more than one large
+// record a fetch, and how much.
+func TestGrownFetchLimit(t *testing.T) {
+	const part = MaxCheckpointPartLen + 100
+	for _, tc := range []struct {
+		name         string
+		limit, whole int32
+		biggest      int
+		left         int64
+		want         int32
+	}{
+		{"small records keep the limit", 16 << 10, 50 << 20, 200, 40, 0},
+		{"two records fit the limit", 1 << 20, 50 << 20, 400 << 10, 40, 0},
+		{"checkpoint parts under the default limit", 1 << 20, 50 << 20, part, 39, 39 * part},
+		{"checkpoint parts under a range's limit", 256 << 10, 50 << 20, part, 10, 10 * part},
+		{"many parts stop at grownFetchMax", 1 << 20, 50 << 20, part, 1000, grownFetchMax},
+		{"and at the client's limit of a fetch", 1 << 20, 8 << 20, part, 1000, 8 << 20},
+		{"one record left needs no room", 1 << 20, 50 << 20, part, 1, 0},
+		{"nothing fetched", 1 << 20, 50 << 20, 0, 40, 0},
+		{"a client limit below the range's keeps it", 1 << 20, 1 << 20, part, 40, 0},
+	} {
+		if got := grownFetchLimit(tc.limit, tc.whole, tc.biggest, tc.left); got != tc.want {
+			t.Errorf("%s: grownFetchLimit(%d, %d, %d, %d) = %d, want %d", tc.name, tc.limit, tc.whole, tc.biggest, tc.left, got, tc.want)
+		}
+	}
+}
