@@ -14,9 +14,14 @@ var errBaseGone = errors.New("the full checkpoint that the delta builds on lies 
 
 // readBase reads the compact IDs of base, the full checkpoint of role that
 // a delta builds on, from the offsets its parts take in the partition,
-// which starts at logStart. It returns how many records of any role it
-// read, and errBaseGone when retention deleted the base.
-func readBase(ctx context.Context, role string, base CheckpointBase, logStart int64, read rangeReader) (idBlocks, int, error) {
+// which starts at logStart, or decodes them from inHand, its parts that the
+// caller read already (see baseParts). It returns how many records of any
+// role it read, and errBaseGone when retention deleted the base.
+func readBase(ctx context.Context, role string, base CheckpointBase, logStart int64, read rangeReader, inHand []CheckpointPart) (idBlocks, int, error) {
+	if inHand != nil {
+		ids, err := baseIDs(role, base, inHand)
+		return ids, 0, err
+	}
 	if base.First < logStart {
 		return nil, 0, errBaseGone
 	}
@@ -24,15 +29,11 @@ func readBase(ctx context.Context, role string, base CheckpointBase, logStart in
 	if err != nil {
 		return nil, n, err
 	}
-	var parts []CheckpointPart
-	for i := range entries {
-		e := &entries[i]
-		if e.Role == role && e.Kind == EntryCheckpoint && e.Checkpoint != nil && e.Token == base.Token && e.Checkpoint.Sequence == base.Sequence {
-			parts = append(parts, *e.Checkpoint)
-		}
-	}
+	parts, _ := baseParts(role, entries, base)
+	above := len(entries) == 0 || entries[0].Offset > base.First
+	clear(entries)
 	if len(parts) == 0 {
-		if len(entries) == 0 || entries[0].Offset > base.First {
+		if above {
 			// The read began above the base's first offset: the log
 			// start moved past it while the read went on.
 			return nil, n, errBaseGone
@@ -40,15 +41,35 @@ func readBase(ctx context.Context, role string, base CheckpointBase, logStart in
 		return nil, n, newFormatError("checkpoint", fmt.Errorf("offsets %d to %d hold no part of the base checkpoint %d under token %s",
 			base.First, base.Last, base.Sequence, base.Token))
 	}
-	clear(entries)
+	ids, err := baseIDs(role, base, parts)
+	return ids, n, err
+}
+
+// baseParts returns the parts of base among entries, in offset order, and
+// whether they hold it whole: a search whose reads reached below a delta
+// often read its base too, which is then not read again.
+func baseParts(role string, entries []Entry, base CheckpointBase) ([]CheckpointPart, bool) {
+	var parts []CheckpointPart
+	for i := range entries {
+		e := &entries[i]
+		if e.Offset >= base.First && e.Offset <= base.Last && e.Role == role && e.Kind == EntryCheckpoint &&
+			e.Checkpoint != nil && e.Token == base.Token && e.Checkpoint.Sequence == base.Sequence {
+			parts = append(parts, *e.Checkpoint)
+		}
+	}
+	return parts, len(parts) > 0 && len(parts) == parts[0].Parts
+}
+
+// baseIDs decodes the compact IDs of base from its parts.
+func baseIDs(role string, base CheckpointBase, parts []CheckpointPart) (idBlocks, error) {
 	cp, ids, err := assembleCheckpoint(role, parts)
 	if err != nil {
-		return nil, n, fmt.Errorf("the base checkpoint at offsets %d to %d: %w", base.First, base.Last, err)
+		return nil, fmt.Errorf("the base checkpoint at offsets %d to %d: %w", base.First, base.Last, err)
 	}
 	if cp.Base != nil {
-		return nil, n, newFormatError("checkpoint", fmt.Errorf("the base checkpoint at offsets %d to %d is a delta itself", base.First, base.Last))
+		return nil, newFormatError("checkpoint", fmt.Errorf("the base checkpoint at offsets %d to %d is a delta itself", base.First, base.Last))
 	}
-	return ids, n, nil
+	return ids, nil
 }
 
 // overlay returns the dedup window that a delta describes: the IDs of base

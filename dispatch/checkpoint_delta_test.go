@@ -352,7 +352,7 @@ func TestDeltaBaseGone(t *testing.T) {
 	base := *delta.Base
 	base.Sequence++
 	var format *LogFormatError
-	if _, _, err := readBase(context.Background(), r.d.role, base, 0, rr); !errors.As(err, &format) {
+	if _, _, err := readBase(context.Background(), r.d.role, base, 0, rr, nil); !errors.As(err, &format) {
 		t.Fatalf("a base that is not there: %v, want a *LogFormatError", err)
 	}
 }
@@ -490,22 +490,37 @@ func TestLookupReadsBaseOnlyWhenNeeded(t *testing.T) {
 
 	reader := &rangeLog{leaderLog: log}
 	ctx := context.Background()
-	cs, err := searchCheckpoint(ctx, r.d.role, 0, end, 64, roleRange(reader, r.d.logTP, r.d.role), true, nil)
-	if err != nil || !cs.found || cs.unread == nil || cs.idsLeft == nil || cs.ids.count() != 0 {
-		t.Fatalf("lazy search: found %t, base unread %t, IDs undecoded %t, %d IDs, %v; want the delta's IDs undecoded and its base unread",
-			cs.found, cs.unread != nil, cs.idsLeft != nil, cs.ids.count(), err)
-	}
-	s := &logSearch{checkpointSearch: cs}
-	read := reader.read.Load()
-	if ids, err := s.compactIDs(ctx, deltaID); err != nil || len(ids) != 1 || s.unread == nil || reader.read.Load() != read || s.ids.count() != len(inDelta) {
-		t.Fatalf("an ID of the delta: %+v, %v; base read %t, %d records read, %d IDs decoded of the delta's %d",
-			ids, err, s.unread == nil, reader.read.Load()-read, s.ids.count(), len(inDelta))
-	}
-	if ids, err := s.compactIDs(ctx, baseID); err != nil || len(ids) != 1 || s.unread != nil || reader.read.Load() == read {
-		t.Fatalf("an ID of the base: %+v, %v; base read %t", ids, err, s.unread == nil)
-	}
-	if ids, err := s.compactIDs(ctx, deltaID); err != nil || len(ids) != 1 {
-		t.Fatalf("an ID of the delta after the base was read: %+v, %v", ids, err)
+	// A first step of 1 finds the delta before it reads its base; a first
+	// step of the whole log reads the base with it, and the base is then
+	// decoded from the parts in hand, not read again.
+	for _, tc := range []struct {
+		step   int64
+		inHand bool
+	}{{1, false}, {end, true}} {
+		cs, err := searchCheckpoint(ctx, r.d.role, 0, end, tc.step, roleRange(reader, r.d.logTP, r.d.role), true, nil)
+		if err != nil || !cs.found || cs.unread == nil || cs.idsLeft == nil || cs.ids.count() != 0 {
+			t.Fatalf("step %d: lazy search: found %t, base unread %t, IDs undecoded %t, %d IDs, %v; want the delta's IDs undecoded and its base unread",
+				tc.step, cs.found, cs.unread != nil, cs.idsLeft != nil, cs.ids.count(), err)
+		}
+		if got := cs.unread.parts != nil; got != tc.inHand {
+			t.Fatalf("step %d: the search holds the base's parts: %t, want %t", tc.step, got, tc.inHand)
+		}
+		s := &logSearch{checkpointSearch: cs}
+		read := reader.read.Load()
+		if ids, err := s.compactIDs(ctx, deltaID); err != nil || len(ids) != 1 || s.unread == nil || reader.read.Load() != read || s.ids.count() != len(inDelta) {
+			t.Fatalf("step %d: an ID of the delta: %+v, %v; base read %t, %d records read, %d IDs decoded of the delta's %d",
+				tc.step, ids, err, s.unread == nil, reader.read.Load()-read, s.ids.count(), len(inDelta))
+		}
+		ids, err := s.compactIDs(ctx, baseID)
+		if err != nil || len(ids) != 1 || s.unread != nil {
+			t.Fatalf("step %d: an ID of the base: %+v, %v; base loaded %t", tc.step, ids, err, s.unread == nil)
+		}
+		if readAgain := reader.read.Load() != read; readAgain == tc.inHand {
+			t.Fatalf("step %d: the base was read from the log: %t, want %t", tc.step, readAgain, !tc.inHand)
+		}
+		if ids, err := s.compactIDs(ctx, deltaID); err != nil || len(ids) != 1 {
+			t.Fatalf("step %d: an ID of the delta after the base was read: %+v, %v", tc.step, ids, err)
+		}
 	}
 }
 
@@ -627,5 +642,50 @@ func TestReadHalves(t *testing.T) {
 		if _, _, err := readHalves(context.Background(), rng[0], rng[1], read); err == nil {
 			t.Fatalf("[%d, %d) read with offset 13 unreadable", rng[0], rng[1])
 		}
+	}
+}
+
+// TestRecoveryDecodesTheBaseItRead checks that a recovery whose search read
+// the base of the delta it found, in the same step, decodes the base from
+// those records rather than reading its offsets again, and recovers the
+// same window as one that reads them.
+func TestRecoveryDecodesTheBaseItRead(t *testing.T) {
+	const interval = 40
+	log, delta, role, _ := deltaLog(t, interval, map[string]Device{"dev": &countingDevice{}})
+	ctx := context.Background()
+	reader := &rangeLog{leaderLog: log}
+	start, end, err := reader.Bounds(ctx, coordination.TopicPartition{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	requests := coordination.TopicPartition{Topic: DefaultRequestsTopic}
+	recoverWith := func(step int64) (recovered, RecoveryStats) {
+		t.Helper()
+		s, stats, err := recoverState(ctx, role.String(), requests, start, end, step, roleRange(reader, coordination.TopicPartition{}, role.String()), nil)
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		if stats.CheckpointOffset != delta.last || stats.BaseOffset != delta.Base.Last {
+			t.Fatalf("step %d: recovered from the checkpoint at %d on the base at %d, want %d on %d",
+				step, stats.CheckpointOffset, stats.BaseOffset, delta.last, delta.Base.Last)
+		}
+		return s, stats
+	}
+	// A step from the end to the base's first offset reads the delta and its
+	// base at once.
+	whole, wholeStats := recoverWith(end - delta.Base.First)
+	if want := int(end - delta.Base.First); wholeStats.RecordsRead != want {
+		t.Errorf("a step that holds the base read %d records, want %d: the %d from the base's first offset to the end, once",
+			wholeStats.RecordsRead, want, want)
+	}
+	// A first step of 1 finds the delta first, then reads the base.
+	apart, apartStats := recoverWith(1)
+	if apartStats.RecordsRead <= int(end-delta.first) {
+		t.Errorf("a search that found the delta alone read %d records, no more than the %d from the delta on: the base was not read",
+			apartStats.RecordsRead, end-delta.first)
+	}
+	if got, want := whole.ids.all(), apart.ids.all(); !slices.Equal(got, want) || len(got) == 0 {
+		t.Fatalf("the window decoded from the base in hand holds %d IDs, the one read apart %d; want them equal, and not empty",
+			len(got), len(want))
 	}
 }

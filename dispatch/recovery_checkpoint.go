@@ -196,11 +196,16 @@ func searchCheckpoint(ctx context.Context, role string, start, end, step int64, 
 			}
 			if cp.Base != nil {
 				s.base, ref = cp.Base.Last, *cp.Base
+				inHand, whole := baseParts(role, s.entries, ref)
+				if !whole {
+					inHand = nil
+				}
 				if lazy {
-					// The base is read when a lookup needs it.
-					s.unread = &unreadBase{role: role, start: start, read: read}
+					// The base is read, or decoded from the parts that
+					// the search read, when a lookup needs it.
+					s.unread = &unreadBase{role: role, start: start, read: read, parts: inHand}
 				} else {
-					base, n, prefetched, err := bases.readBase(ctx, role, *cp.Base, start, read)
+					base, n, prefetched, err := bases.readBase(ctx, role, *cp.Base, start, read, inHand)
 					s.read, s.prefetched = s.read+n, prefetched
 					switch {
 					case errors.Is(err, errBaseGone):
@@ -245,7 +250,11 @@ func buildAhead(ctx context.Context, role string, start, step int64, read rangeR
 	var sinceBase []compactID
 	var prefetched bool
 	if f.cp.Base != nil {
-		base, n, fromStandby, err := bases.readBase(ctx, role, *f.cp.Base, start, read)
+		var inHand []CheckpointPart
+		if f.unread != nil {
+			inHand = f.unread.parts
+		}
+		base, n, fromStandby, err := bases.readBase(ctx, role, *f.cp.Base, start, read, inHand)
 		s.read += n
 		switch {
 		case errors.Is(err, errBaseGone):
@@ -288,11 +297,14 @@ func holdsCheckpoint(role string, entries []Entry) bool {
 	return false
 }
 
-// unreadBase is what loadBase needs to read the base of a delta.
+// unreadBase is what loadBase needs to read the base of a delta: the
+// parts of the base when the search read them whole, else where to read
+// them.
 type unreadBase struct {
 	role  string
 	start int64
 	read  rangeReader
+	parts []CheckpointPart
 }
 
 // loadIDs decodes the compact IDs of the checkpoint that s found, when a
@@ -321,7 +333,7 @@ func (s *checkpointSearch) loadBase(ctx context.Context) error {
 	if err := s.loadIDs(); err != nil {
 		return err
 	}
-	base, n, err := readBase(ctx, u.role, *s.cp.Base, u.start, u.read)
+	base, n, err := readBase(ctx, u.role, *s.cp.Base, u.start, u.read, u.parts)
 	s.read += n
 	switch {
 	case errors.Is(err, errBaseGone):

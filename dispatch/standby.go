@@ -150,10 +150,19 @@ func (s *Standby) Prefetch(ctx context.Context) error {
 	}
 	ref := *cs.newestFull
 	found := &foundAhead{end: end, search: cs}
+	var inHand []CheckpointPart
 	if cs.unread == nil {
 		// A full checkpoint: its IDs are those of the base, which the
 		// recovery takes; the parts' bytes are let go.
 		found.search.idsLeft = nil
+	} else if cs.unread.parts != nil {
+		// The search read the base whole: its IDs are decoded from those
+		// parts below, and the recovery takes them from here, so what it
+		// finds holds no second copy of the parts.
+		inHand = cs.unread.parts
+		u := *cs.unread
+		u.parts = nil
+		found.search.unread = &u
 	}
 	s.mu.Lock()
 	if s.ended != ended {
@@ -184,7 +193,7 @@ func (s *Standby) Prefetch(ctx context.Context) error {
 		b.err = cs.loadIDs()
 		b.ids = cs.ids
 	} else {
-		b.ids, _, b.err = readBase(ctx, s.role, ref, start, roleRange(s.ranger, s.tp, s.role))
+		b.ids, _, b.err = readBase(ctx, s.role, ref, start, roleRange(s.ranger, s.tp, s.role), inHand)
 	}
 	if b.err != nil {
 		s.mu.Lock()
@@ -276,12 +285,12 @@ func (s *Standby) release() {
 // prefetched when it holds those of base; prefetched reports that it did,
 // and read counts only the records read here. NewDispatcher makes sure the
 // Standby is of the dispatcher's role and partition.
-func (s *Standby) readBase(ctx context.Context, role string, base CheckpointBase, logStart int64, rr rangeReader) (ids idBlocks, read int, prefetched bool, err error) {
+func (s *Standby) readBase(ctx context.Context, role string, base CheckpointBase, logStart int64, rr rangeReader, inHand []CheckpointPart) (ids idBlocks, read int, prefetched bool, err error) {
 	if base.First >= logStart {
 		if ids, ok := s.take(ctx, base); ok {
 			return ids, 0, true, nil
 		}
 	}
-	ids, read, err = readBase(ctx, role, base, logStart, rr)
+	ids, read, err = readBase(ctx, role, base, logStart, rr, inHand)
 	return ids, read, false, err
 }
