@@ -474,9 +474,12 @@ func (r *KafkaLogReader) listOffset(ctx context.Context, cl *kgo.Client, partiti
 }
 
 // DecodeRecord decodes a fetched record of the command log into an entry
-// with its offset, its term, its trace context and its batch.
+// with its offset, its term, its trace context and its batch. The Data of a
+// checkpoint part is a slice of rec.Value, not a copy, so a caller that
+// recycles fetched records (kgo.Record.Recycle) must copy it first; the
+// other fields share no memory with rec.
 func DecodeRecord(rec *kgo.Record) (Entry, error) {
-	e, err := DecodeEntry(rec.Key, rec.Value)
+	e, err := decodeEntry(rec.Key, rec.Value, true)
 	if err != nil {
 		return Entry{}, err
 	}

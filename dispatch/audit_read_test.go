@@ -3,6 +3,10 @@ package dispatch
 import (
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestVerifyFromStartsMidLog checks a range of a log that starts after the
@@ -66,5 +70,28 @@ func TestGrownFetchLimit(t *testing.T) {
 		if got := grownFetchLimit(tc.limit, tc.whole, tc.biggest, tc.left); got != tc.want {
 			t.Errorf("%s: grownFetchLimit(%d, %d, %d, %d) = %d, want %d", tc.name, tc.limit, tc.whole, tc.biggest, tc.left, got, tc.want)
 		}
+	}
+}
+
+// TestDecodeRecordSharesCheckpointData checks that a decoded checkpoint
+// part's data is a slice of the record's value, capped so that an append
+// cannot write into the value, and that DecodeEntry copies it.
+func TestDecodeRecordSharesCheckpointData(t *testing.T) {
+	tok, _ := coordination.NewFencingToken(7, 3)
+	p := CheckpointPart{Sequence: 1, Part: 0, Parts: 1, Data: []byte("the state")}
+	key, value, err := EncodeEntry(Entry{Kind: EntryCheckpoint, Role: "plant-a", Token: tok, Member: "node-1", At: time.Now(), Checkpoint: &p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := DecodeRecord(&kgo.Record{Key: key, Value: value})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := e.Checkpoint.Data
+	if string(data) != "the state" || cap(data) != len(data) || &data[0] != &value[len(value)-len(data)] {
+		t.Fatalf("DecodeRecord: data %q (cap %d), want %q sharing the value's last bytes, capped", data, cap(data), "the state")
+	}
+	if e, err = DecodeEntry(key, value); err != nil || &e.Checkpoint.Data[0] == &value[len(value)-len(data)] {
+		t.Fatalf("DecodeEntry: %v; want the data copied", err)
 	}
 }

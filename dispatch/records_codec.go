@@ -263,6 +263,13 @@ func keyRole(key []byte) ([]byte, bool) {
 // status or reason, an attempt or offset out of range. It never panics, and
 // it never allocates more than the size of its input.
 func DecodeEntry(key, value []byte) (Entry, error) {
+	return decodeEntry(key, value, false)
+}
+
+// decodeEntry is DecodeEntry. With shareParts set, the Data of a checkpoint
+// part is a slice of value, not a copy: a large checkpoint is tens of
+// megabytes of parts, which a recovery decodes at once.
+func decodeEntry(key, value []byte, shareParts bool) (Entry, error) {
 	e := Entry{Term: coordination.NoTerm}
 	kr := wireReader{buf: key}
 	if v := kr.int16("version"); kr.err == nil && v != entryKeyVersion {
@@ -369,7 +376,11 @@ func DecodeEntry(key, value []byte) (Entry, error) {
 		p.Sequence = r.int64("sequence")
 		p.Part = int(r.int32("part"))
 		p.Parts = int(r.int32("parts"))
-		p.Data = r.bytes("data", MaxCheckpointPartLen)
+		if shareParts {
+			p.Data = r.sharedBytes("data", MaxCheckpointPartLen)
+		} else {
+			p.Data = r.bytes("data", MaxCheckpointPartLen)
+		}
 		r.end()
 		if r.err == nil {
 			if err = checkCheckpointPart(p); err != nil {

@@ -236,6 +236,16 @@ func (r *wireReader) string(what string, limit int) string {
 // bytes reads an int32-length byte string of at most limit bytes. An empty
 // byte string reads as nil.
 func (r *wireReader) bytes(what string, limit int) []byte {
+	b := r.sharedBytes(what, limit)
+	if len(b) == 0 {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}
+
+// sharedBytes is bytes without the copy: the slice shares the reader's
+// buffer, and its capacity ends with it.
+func (r *wireReader) sharedBytes(what string, limit int) []byte {
 	l := r.takeOf(4, what, " length")
 	if l == nil {
 		return nil
@@ -253,7 +263,7 @@ func (r *wireReader) bytes(what string, limit int) []byte {
 	if len(b) == 0 {
 		return nil
 	}
-	return append([]byte(nil), b...)
+	return b[:len(b):len(b)]
 }
 
 // end records a fault when bytes remain after the layout.
