@@ -76,11 +76,18 @@ func (e *MalformedRecordError) Unwrap() error { return e.Err }
 // KafkaLogReader reads the command log from a Kafka cluster,
 // read_committed, with no consumer group. It implements [LogReader]. Each
 // call runs its own franz-go client and closes it before it returns, so a
-// KafkaLogReader holds no connection and needs no Close.
+// KafkaLogReader holds no connection and needs no Close. (The reader of a
+// [Client] lists offsets through the Client's connections, which
+// Client.Close closes.)
 type KafkaLogReader struct {
 	brokers        []string
 	opts           []kgo.Opt
 	requestTimeout time.Duration
+
+	// lister, when set, is a client of the same cluster that the reader's
+	// owner keeps open and closes, which lists offsets in place of a client
+	// started for each request: a lookup lists offsets two or three times.
+	lister *kgo.Client
 
 	mu   sync.Mutex
 	wait logReadWait
@@ -186,16 +193,20 @@ func (r *KafkaLogReader) client(partition coordination.TopicPartition, from kgo.
 	return cl, nil
 }
 
-// listClient starts a franz-go client that consumes nothing, for the
-// requests that list offsets: a consuming client would begin to fetch the
-// partition as it starts, for nothing.
-func (r *KafkaLogReader) listClient() (*kgo.Client, error) {
-	opts := append([]kgo.Opt{kgo.RequestTimeoutOverhead(r.requestTimeout)}, r.opts...)
-	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(r.brokers...))...)
-	if err != nil {
-		return nil, fmt.Errorf("dispatch: log reader: %w", err)
+// listClient returns the client for the requests that list offsets, and
+// done to call when they are over: the lister, when the reader has one, or
+// a client started for them that consumes nothing (a consuming client
+// would begin to fetch the partition as it starts, for nothing), which
+// done closes.
+func (r *KafkaLogReader) listClient() (cl *kgo.Client, done func(), err error) {
+	if r.lister != nil {
+		return r.lister, func() {}, nil
 	}
-	return cl, nil
+	opts := append([]kgo.Opt{kgo.RequestTimeoutOverhead(r.requestTimeout)}, r.opts...)
+	if cl, err = kgo.NewClient(append(opts, kgo.SeedBrokers(r.brokers...))...); err != nil {
+		return nil, nil, fmt.Errorf("dispatch: log reader: %w", err)
+	}
+	return cl, cl.Close, nil
 }
 
 // ReadLog returns every committed entry of the partition, from its start to
@@ -415,11 +426,11 @@ func (r *KafkaLogReader) readRange(ctx context.Context, partition coordination.T
 // timestamps, which the dispatcher's clock sets), or the high watermark
 // when no record is that recent.
 func (r *KafkaLogReader) OffsetAt(ctx context.Context, partition coordination.TopicPartition, t time.Time) (int64, error) {
-	cl, err := r.listClient()
+	cl, done, err := r.listClient()
 	if err != nil {
 		return 0, err
 	}
-	defer cl.Close()
+	defer done()
 	millis := t.UnixMilli()
 	return r.listOffset(ctx, cl, partition, func(c *kadm.Client, ctx context.Context, topics ...string) (kadm.ListedOffsets, error) {
 		return c.ListOffsetsAfterMilli(ctx, millis, topics...)
@@ -429,11 +440,11 @@ func (r *KafkaLogReader) OffsetAt(ctx context.Context, partition coordination.To
 // Bounds returns the log start offset and the high watermark of the
 // partition.
 func (r *KafkaLogReader) Bounds(ctx context.Context, partition coordination.TopicPartition) (start, end int64, err error) {
-	cl, err := r.listClient()
+	cl, done, err := r.listClient()
 	if err != nil {
 		return 0, 0, err
 	}
-	defer cl.Close()
+	defer done()
 	return r.bounds(ctx, cl, partition)
 }
 

@@ -181,6 +181,9 @@ func NewClient(brokers []string, options ...ClientOption) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dispatch: client: %w", err)
 	}
+	// The lookups list offsets through the producer's client, which is
+	// connected already, rather than a client of their own each time.
+	reader.lister = producer
 	return &Client{producer: producer, reader: reader, cfg: cfg}, nil
 }
 
