@@ -285,10 +285,21 @@ func dispatchOptions(c *config.Config, requests dispatch.RequestSource, tel *tel
 		dispatch.WithSafetyMargin(c.Dispatch.SafetyMargin),
 		dispatch.WithDedupWindow(c.Dispatch.DedupWindow),
 		dispatch.WithMaxPending(c.Dispatch.MaxPending),
+		dispatch.WithCommitGap(orDefault(c.Dispatch.CommitGap, dispatch.DefaultCommitGap)),
+		dispatch.WithCommitLinger(orDefault(c.Dispatch.CommitLinger, dispatch.DefaultCommitLinger)),
+		dispatch.WithOutcomeLinger(orDefault(c.Dispatch.OutcomeLinger, dispatch.DefaultOutcomeLinger)),
 		dispatch.WithMeterProvider(tel.meters),
 		dispatch.WithTracerProvider(tel.tracers),
 		dispatch.WithLogger(logger),
 	}
+}
+
+// orDefault returns *d, or def when the file left d out.
+func orDefault(d *time.Duration, def time.Duration) time.Duration {
+	if d == nil {
+		return def
+	}
+	return *d
 }
 
 // newLogger builds the process logger on w. A duration is logged as the

@@ -328,6 +328,15 @@ type Dispatch struct {
 	// dispatch.WithMaxPending.
 	MaxPending int `yaml:"max_pending" json:"max_pending"`
 
+	// CommitGap, CommitLinger and OutcomeLinger schedule the transactions
+	// of the command log: see dispatch.WithCommitGap, WithCommitLinger and
+	// WithOutcomeLinger. Omitted, each is its dispatch default; 0s turns it
+	// off. A broker whose add.partitions.to.txn.retry.backoff.ms is lowered
+	// commits sooner after the last commit, and wants a smaller gap.
+	CommitGap     *time.Duration `yaml:"commit_gap" json:"commit_gap"`
+	CommitLinger  *time.Duration `yaml:"commit_linger" json:"commit_linger"`
+	OutcomeLinger *time.Duration `yaml:"outcome_linger" json:"outcome_linger"`
+
 	// ShutdownTimeout bounds how long a stopping dispatcher lets in-flight
 	// commands finish before it cancels them; DefaultShutdownTimeout when
 	// zero.
@@ -386,6 +395,9 @@ func (c *Config) Complete() {
 	setDuration(&c.Dispatch.SafetyMargin, DefaultSafetyMargin)
 	setDuration(&c.Dispatch.DedupWindow, DefaultDedupWindow)
 	setInt(&c.Dispatch.MaxPending, DefaultMaxPending)
+	setDurationOrOff(&c.Dispatch.CommitGap, dispatch.DefaultCommitGap)
+	setDurationOrOff(&c.Dispatch.CommitLinger, dispatch.DefaultCommitLinger)
+	setDurationOrOff(&c.Dispatch.OutcomeLinger, dispatch.DefaultOutcomeLinger)
 	setDuration(&c.Dispatch.ShutdownTimeout, DefaultShutdownTimeout)
 	setDuration(&c.Dispatch.HealthInterval, DefaultHealthInterval)
 	setDuration(&c.Dispatch.HealthTimeout, DefaultHealthTimeout)
@@ -394,6 +406,13 @@ func (c *Config) Complete() {
 func setDuration(d *time.Duration, def time.Duration) {
 	if *d == 0 {
 		*d = def
+	}
+}
+
+// setDurationOrOff sets an omitted duration whose zero means off.
+func setDurationOrOff(d **time.Duration, def time.Duration) {
+	if *d == nil {
+		*d = &def
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/dispatch"
 )
 
 func TestLoadValid(t *testing.T) {
@@ -58,6 +59,29 @@ func TestLoadValid(t *testing.T) {
 	}
 	if len(opts) < 3 {
 		t.Errorf("ClientOptions gave %d options, want seed brokers, client id, dial timeout and SASL", len(opts))
+	}
+}
+
+// TestCommitWaits checks the keys that schedule the log's transactions:
+// omitted, each is its dispatch default; 0s, it is off, not the default.
+func TestCommitWaits(t *testing.T) {
+	const head = "role: controller\nmember: node-1\nkafka:\n  brokers: [127.0.0.1:9092]\n"
+	c, err := LoadBytes("commit.yaml", []byte(head))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := c.Dispatch
+	if d.CommitGap == nil || *d.CommitGap != dispatch.DefaultCommitGap || d.CommitLinger == nil || *d.CommitLinger != dispatch.DefaultCommitLinger ||
+		d.OutcomeLinger == nil || *d.OutcomeLinger != dispatch.DefaultOutcomeLinger {
+		t.Errorf("omitted: gap %v, linger %v, outcome linger %v; want the dispatch defaults", d.CommitGap, d.CommitLinger, d.OutcomeLinger)
+	}
+	c, err = LoadBytes("commit.yaml", []byte(head+"dispatch:\n  commit_gap: 0s\n  commit_linger: 1ms\n  outcome_linger: 0s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d = c.Dispatch
+	if *d.CommitGap != 0 || *d.CommitLinger != time.Millisecond || *d.OutcomeLinger != 0 {
+		t.Errorf("set: gap %v, linger %v, outcome linger %v; want 0s, 1ms, 0s", *d.CommitGap, *d.CommitLinger, *d.OutcomeLinger)
 	}
 }
 

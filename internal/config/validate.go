@@ -218,6 +218,9 @@ func (d *Dispatch) validate(v *validator, lease time.Duration) {
 	}
 	positive(v, "dispatch.shutdown_timeout", d.ShutdownTimeout)
 	positive(v, "dispatch.dedup_window", d.DedupWindow)
+	notNegative(v, "dispatch.commit_gap", d.CommitGap)
+	notNegative(v, "dispatch.commit_linger", d.CommitLinger)
+	notNegative(v, "dispatch.outcome_linger", d.OutcomeLinger)
 	if d.MaxPending <= 0 {
 		v.add("dispatch.max_pending", strconv.Itoa(d.MaxPending), "want a count of commands above 0")
 	}
@@ -284,6 +287,14 @@ func positive(v *validator, field string, d time.Duration) bool {
 		return false
 	}
 	return true
+}
+
+// notNegative checks a duration whose zero turns a wait off; nil is
+// omitted.
+func notNegative(v *validator, field string, d *time.Duration) {
+	if d != nil && *d < 0 {
+		v.hint(field, d.String(), "must not be negative", "a duration such as 5ms, or 0s to turn it off")
+	}
 }
 
 func fileReadable(v *validator, field, path string) {
