@@ -54,22 +54,28 @@ const (
 	// DefaultCommitGap is the default shortest time between the end of one
 	// transaction of the command log and the start of the next, unless the
 	// queue is full. After a transaction commits, the broker still writes its
-	// commit markers; a produce that reaches it before they are written is
-	// refused and retried by the producer (transactions v2, KAFKA-18654), and
-	// a transaction started at once takes 35 to 50 ms where one started a
-	// few milliseconds later takes 27 to 29. The gap overlaps the commit
-	// linger: a record waits for whichever ends later, never for both in
-	// turn. Change it with [WithCommitGap]; zero turns it off.
+	// commit markers; a produce that reaches the partition leader before they
+	// are written waits there for add.partitions.to.txn.retry.backoff.ms (20
+	// ms by default; transactions v2, KAFKA-18654), so a transaction started
+	// at once takes 35 to 50 ms where one started a few milliseconds later
+	// takes 23 to 29. The gap overlaps the commit linger: a record waits for
+	// whichever ends later, never for both in turn. Change it with
+	// [WithCommitGap]; zero turns it off.
 	//
-	// 5ms is measured: closed rounds of 100 commands against three brokers
-	// on one two-core host, with the default linger, wrote 1.6 transactions
-	// per round of 46 ms each without a gap, 1.2 with 2ms, 1.1 of 29 ms with
-	// 5ms and 1.0 of 27 ms with 10ms, for 1,355, 1,390, 2,685 and 2,575
-	// commands a second. Rounds of 1,000 gained less (7,000 commands a second
-	// without a gap, 10,000 to 11,400 with one), as their outcomes still
-	// take a transaction of their own. A gap beyond 5ms gained nothing more
-	// and delays a lone command that follows a commit.
-	DefaultCommitGap = 5 * time.Millisecond
+	// 2ms is measured on three brokers on one two-core host with Kafka's
+	// default backoff (the end-to-end comparison of docs/PERFORMANCE.md,
+	// closed rounds, three alternating repetitions a run): a raw
+	// transactional producer commits the most commands a second with a
+	// pause of 2ms after each commit (of 0, 2, 5 and 10ms) at every batch
+	// from 1 to 1,000, and the dispatcher came to 0.96 to 1.00 of that at
+	// rounds of 1 command, 0.97 at 10 and 0.90 to 0.96 at 100 with a gap of
+	// 2ms, against 0.86 to 0.90, 0.89 to 0.90 and 0.88 to 0.91 with 5ms;
+	// rounds of 1,000 were alike (0.77 to 0.82 and 0.75 to 0.82). 5ms was
+	// chosen when a round's outcomes took a transaction of their own; now
+	// that they ride with the next round's commands ([DefaultOutcomeLinger]),
+	// the longer gap idles. On brokers whose backoff is lowered, a gap of 0
+	// to 2ms is best (docs/OPERATIONS.md).
+	DefaultCommitGap = 2 * time.Millisecond
 
 	// DefaultOutcomeLinger is the default longest wait of outcome records
 	// that have the queue to themselves for a transaction that is due
