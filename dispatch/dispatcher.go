@@ -190,7 +190,8 @@ func NewDispatcher(leader Leader, registry *Registry, log LogReader, options ...
 	if s := cfg.standby; s != nil && (s.role != d.role || s.tp != d.logTP) {
 		return nil, fmt.Errorf("dispatch: the standby reads ahead for role %q in %v, not for role %q in %v", s.role, s.tp, d.role, d.logTP)
 	}
-	d.fresh = newFreshness(leader, cfg.safetyMargin, cfg.writeRetryBackoff)
+	d.haltCtx, d.halt = context.WithCancelCause(context.Background())
+	d.fresh = newFreshness(d.haltCtx, leader, cfg.safetyMargin, cfg.writeRetryBackoff)
 	d.commits = newCommitter(committerConfig{
 		writer: leader,
 		bounds: commitBounds{
@@ -206,7 +207,6 @@ func NewDispatcher(leader Leader, registry *Registry, log LogReader, options ...
 		d.commits.cfg.due = d.checkpointDue
 		d.commits.cfg.between = d.checkpointItems
 	}
-	d.haltCtx, d.halt = context.WithCancelCause(context.Background())
 	return d, nil
 }
 
@@ -239,8 +239,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	d.ran = true
 	d.mu.Unlock()
 	// Deferred calls run last first: halt, so that every goroutine ends,
-	// then wait for them, then close the telemetry.
+	// then wait for them, then stop the freshness timer and close the
+	// telemetry.
 	defer d.tel.close()
+	defer d.fresh.close()
 	defer d.wg.Wait()
 	defer d.stop(ErrHalted)
 

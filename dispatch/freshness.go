@@ -21,17 +21,33 @@ var ErrFreshnessExpired = errors.New("dispatch: the leadership's freshness ran o
 // margin left, measured on the monotonic clock, and no device call outlives
 // that freshness. A stale lease is renewed first; a renewal that the broker
 // fences ends the leadership, and with it the dispatcher.
+//
+// The device calls of one stretch of freshness share one context, which
+// ends at the stretch's end: a call costs no context or timer of its own for
+// the freshness, which matters at thousands of calls a second.
 type freshness struct {
+	parent context.Context // the dispatcher's halt context
 	leader Leader
 	margin time.Duration
 	pause  time.Duration // between two renewals that failed or did not help
 
 	mu       sync.Mutex
 	renewing chan struct{} // closed when the renewal in flight returns
+
+	// cur is the context of the current stretch, nil before the first
+	// call, after the stretch ended, and after close; cancel ends it.
+	cur    context.Context
+	cancel context.CancelCauseFunc
+	timer  *time.Timer // armed at the end of cur's stretch
+	closed bool
+	// armed counts the timer's pending or running callbacks: one is added
+	// before each arming and taken away when that callback returns, or when
+	// the timer is stopped before it fires.
+	armed sync.WaitGroup
 }
 
-func newFreshness(leader Leader, margin, pause time.Duration) *freshness {
-	return &freshness{leader: leader, margin: margin, pause: pause}
+func newFreshness(parent context.Context, leader Leader, margin, pause time.Duration) *freshness {
+	return &freshness{parent: parent, leader: leader, margin: margin, pause: pause}
 }
 
 // wait returns nil once the lease is fresh, or ctx's error. While the lease
@@ -81,73 +97,92 @@ func (f *freshness) renew(ctx context.Context) error {
 	return err
 }
 
-// bound returns a context derived from parent that also ends, with cause
-// [ErrFreshnessExpired], at the end of the leader's freshness: the instant
-// ValidFor falls to the margin. A renewal that commits before that instant
-// moves it forward. The caller must call the watch's release when the call
-// that ctx bounds returns.
+// bound returns the context of a device call's freshness: derived from the
+// parent, it also ends, with cause [ErrFreshnessExpired], at the end of the
+// leader's freshness, the instant ValidFor falls to the margin. A renewal
+// that commits before that instant moves it forward. Calls in the same
+// stretch of freshness get the same context; the caller derives its own
+// from it and cancels that, never this one.
 //
 // No goroutine waits on the way: a timer is armed at the freshness end, and
 // when it fires it reads ValidFor again and either arms itself for the
-// extent that a renewal added or cancels ctx.
-func (f *freshness) bound(parent context.Context) (context.Context, *freshWatch) {
-	ctx, cancel := context.WithCancelCause(parent)
-	w := &freshWatch{f: f, cancel: cancel}
+// extent that a renewal added or ends the stretch.
+func (f *freshness) bound() context.Context {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	left := f.leader.ValidFor() - f.margin
-	if left <= 0 {
-		// The lease went stale since the check before the call.
-		cancel(ErrFreshnessExpired)
-		return ctx, w
+	if f.cur != nil && f.cur.Err() == nil {
+		if left <= 0 {
+			// The lease went stale before the timer fired.
+			f.endLocked(ErrFreshnessExpired)
+			return f.staleLocked()
+		}
+		return f.cur
 	}
-	w.mu.Lock()
-	w.armed.Add(1)
-	w.timer = time.AfterFunc(left, w.fire)
-	w.mu.Unlock()
-	return ctx, w
+	f.endLocked(context.Canceled) // a stretch that the parent's end ended
+	if left <= 0 || f.closed || f.parent.Err() != nil {
+		// The lease went stale since the check before the call, or the
+		// dispatcher halted.
+		return f.staleLocked()
+	}
+	ctx, cancel := context.WithCancelCause(f.parent)
+	f.cur, f.cancel = ctx, cancel
+	f.armed.Add(1)
+	f.timer = time.AfterFunc(left, func() { f.fire(ctx) })
+	return ctx
 }
 
-// freshWatch ends one device call's context at the end of the leader's
-// freshness. Its timer callback is its only goroutine, and release waits for
-// it.
-type freshWatch struct {
-	f      *freshness
-	cancel context.CancelCauseFunc
-
-	mu       sync.Mutex
-	timer    *time.Timer
-	released bool
-	// armed counts the timer's pending or running callbacks: one is added
-	// before each arming and taken away when that callback returns, or when
-	// release disarms the timer before it fires.
-	armed sync.WaitGroup
+// staleLocked returns a context that has already ended with cause
+// [ErrFreshnessExpired], or with the parent's cause when the parent ended.
+func (f *freshness) staleLocked() context.Context {
+	ctx, cancel := context.WithCancelCause(f.parent)
+	cancel(ErrFreshnessExpired)
+	return ctx
 }
 
-// fire runs when the timer reaches the freshness end it was armed for.
-func (w *freshWatch) fire() {
-	defer w.armed.Done()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.released {
-		return
+// fire runs when the timer reaches the end of the stretch of ctx.
+func (f *freshness) fire(ctx context.Context) {
+	defer f.armed.Done()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cur != ctx {
+		return // stopped too late to take back: that stretch is over
 	}
-	if left := w.f.leader.ValidFor() - w.f.margin; left > 0 {
+	if left := f.leader.ValidFor() - f.margin; left > 0 {
 		// A renewal committed since the timer was armed.
-		w.armed.Add(1)
-		w.timer.Reset(left)
+		f.armed.Add(1)
+		f.timer.Reset(left)
 		return
 	}
-	w.cancel(ErrFreshnessExpired)
+	f.timer = nil
+	f.endLocked(ErrFreshnessExpired)
 }
 
-// release stops the watch, waits for a callback that is running, and cancels
-// the context. It is called once, after the bounded call returned.
-func (w *freshWatch) release() {
-	w.mu.Lock()
-	w.released = true
-	if w.timer != nil && w.timer.Stop() {
-		w.armed.Done()
+// endLocked ends the current stretch with cause and disarms its timer.
+func (f *freshness) endLocked(cause error) {
+	f.disarmLocked()
+	if f.cancel != nil {
+		f.cancel(cause)
 	}
-	w.mu.Unlock()
-	w.armed.Wait()
-	w.cancel(context.Canceled)
+	f.cur, f.cancel = nil, nil
+}
+
+// disarmLocked stops the timer; a callback that already started finds its
+// stretch gone and returns.
+func (f *freshness) disarmLocked() {
+	if f.timer != nil && f.timer.Stop() {
+		f.armed.Done()
+	}
+	f.timer = nil
+}
+
+// close ends the current stretch and waits for a timer callback that is
+// running. The dispatcher calls it once every device call has returned;
+// bound returns ended contexts after it.
+func (f *freshness) close() {
+	f.mu.Lock()
+	f.closed = true
+	f.endLocked(context.Canceled)
+	f.mu.Unlock()
+	f.armed.Wait()
 }

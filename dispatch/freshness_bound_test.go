@@ -184,43 +184,94 @@ func TestRenewalDuringCallMovesFreshnessEnd(t *testing.T) {
 	})
 }
 
-func TestFreshnessBoundReleasedAndStale(t *testing.T) {
+func TestFreshnessBoundSharedAndStale(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		before := goleak.IgnoreCurrent()
 		f := newFakeLeader(t, &leaderLog{}, fakeToken(t, 7, 0))
 		leader := newAgingLeader(f, 10*time.Second)
-		fresh := newFreshness(leader, 2*time.Second, time.Second)
+		parent, halt := context.WithCancelCause(t.Context())
+		fresh := newFreshness(parent, leader, 2*time.Second, time.Second)
+		t0 := time.Now()
 
-		// Released before the freshness end: ctx ends as cancelled, not
-		// as cut, and the timer never fires after the release.
-		ctx, w := fresh.bound(t.Context())
+		// Calls of one stretch share its context, and a call's own end
+		// (its child cancelled) leaves the stretch going.
+		first := fresh.bound()
 		time.Sleep(time.Second)
-		w.release()
-		time.Sleep(time.Minute)
-		synctest.Wait()
-		if cause := context.Cause(ctx); !errors.Is(cause, context.Canceled) || errors.Is(cause, ErrFreshnessExpired) {
-			t.Errorf("cause after release %v, want context.Canceled", cause)
+		child, cancel := context.WithCancel(fresh.bound())
+		cancel()
+		if second := fresh.bound(); second != first {
+			t.Error("a second call in the same stretch got a context of its own")
+		}
+		if err := first.Err(); err != nil {
+			t.Errorf("the stretch ended with a call's own end: %v", err)
+		}
+		if cause := context.Cause(child); errors.Is(cause, ErrFreshnessExpired) {
+			t.Errorf("a call cancelled by its caller counts as cut: %v", cause)
 		}
 
-		// Bound when the lease is already within the margin: done at once.
-		ctx, w = fresh.bound(t.Context())
-		if cause := context.Cause(ctx); !errors.Is(cause, ErrFreshnessExpired) {
+		// The stretch ends at lease minus margin, with the freshness cause.
+		<-first.Done()
+		if got := time.Since(t0); got != 8*time.Second {
+			t.Errorf("the stretch ended %v after the grant, want 8s", got)
+		}
+		if cause := context.Cause(first); !errors.Is(cause, ErrFreshnessExpired) {
+			t.Errorf("cause %v, want ErrFreshnessExpired", cause)
+		}
+
+		// Bound while the lease is within the margin: ended at once.
+		if cause := context.Cause(fresh.bound()); !errors.Is(cause, ErrFreshnessExpired) {
 			t.Errorf("bound on a stale lease: cause %v, want ErrFreshnessExpired", cause)
 		}
-		w.release()
 
-		// The parent's end passes through with the parent's cause.
-		parent, cancel := context.WithCancelCause(t.Context())
+		// After a renewal, a new stretch begins, and ends 8s later.
+		if err := leader.Renew(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		renewed := time.Now()
+		next := fresh.bound()
+		if next == first || next.Err() != nil {
+			t.Fatalf("after a renewal: the old stretch's context, or an ended one (%v)", next.Err())
+		}
+		<-next.Done()
+		if got := time.Since(renewed); got != 8*time.Second {
+			t.Errorf("the renewed stretch ended %v after the renewal, want 8s", got)
+		}
+
+		// The parent's end passes through with the parent's cause, to the
+		// stretch in progress and to a bound after it.
 		leader.Renew(t.Context())
-		ctx, w = fresh.bound(parent)
+		live := fresh.bound()
 		errHalt := errors.New("halted")
-		cancel(errHalt)
-		if cause := context.Cause(ctx); !errors.Is(cause, errHalt) {
+		halt(errHalt)
+		if cause := context.Cause(live); !errors.Is(cause, errHalt) {
 			t.Errorf("cause %v, want the parent's", cause)
 		}
-		w.release()
+		if cause := context.Cause(fresh.bound()); !errors.Is(cause, errHalt) {
+			t.Errorf("bound after the halt: cause %v, want the parent's", cause)
+		}
+
+		// Close stops the timer: nothing is left running.
+		fresh.close()
+		time.Sleep(time.Minute)
+		synctest.Wait()
 		if err := goleak.Find(before); err != nil {
-			t.Errorf("goroutines left after release: %v", err)
+			t.Errorf("goroutines left after close: %v", err)
+		}
+	})
+}
+
+func TestFreshnessCloseEndsTheStretch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeLeader(t, &leaderLog{}, fakeToken(t, 7, 0))
+		leader := newAgingLeader(f, 10*time.Second)
+		fresh := newFreshness(t.Context(), leader, 2*time.Second, time.Second)
+		ctx := fresh.bound()
+		fresh.close()
+		if cause := context.Cause(ctx); !errors.Is(cause, context.Canceled) || errors.Is(cause, ErrFreshnessExpired) {
+			t.Errorf("cause after close %v, want context.Canceled", cause)
+		}
+		if ctx := fresh.bound(); ctx.Err() == nil {
+			t.Error("bound after close returned a live context")
 		}
 	})
 }

@@ -48,13 +48,17 @@ type telemetry struct {
 	// ownerOpt carries owner; byStatus owner and each status; byDevice
 	// (device name to metric.MeasurementOption) owner and each device, added
 	// as devices are first driven.
+	// Held as the slices that Add and Record take, so that a measurement
+	// on the hot path allocates no slice for its options.
 	ownerOpt metric.MeasurementOption
-	byStatus [StatusCancelled + 1]metric.MeasurementOption
-	byDevice sync.Map
+	byStatus [StatusCancelled + 1][]metric.AddOption
+	byDevice sync.Map // device name to []metric.RecordOption
 
 	// tracing is false when the tracer provider is the no-op one: the spans
 	// are then started without attributes, which nothing would read.
 	tracing bool
+	// noSpan is the no-op span, for a call that no trace reaches.
+	noSpan trace.Span
 	// The span kinds, as start options built once.
 	kindServer, kindClient, kindConsumer, kindProducer trace.SpanStartOption
 
@@ -81,6 +85,7 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, role, member
 	t := &telemetry{tracer: tp.Tracer(instrumentationName),
 		owner:        attribute.NewSet(attribute.String("role", role), attribute.String("member", member)),
 		tracing:      !quiet,
+		noSpan:       trace.SpanFromContext(context.Background()),
 		kindServer:   trace.WithSpanKind(trace.SpanKindServer),
 		kindClient:   trace.WithSpanKind(trace.SpanKindClient),
 		kindConsumer: trace.WithSpanKind(trace.SpanKindConsumer),
@@ -88,7 +93,7 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, role, member
 	}
 	t.ownerOpt = metric.WithAttributeSet(t.owner)
 	for s := range t.byStatus {
-		t.byStatus[s] = t.with(attribute.String("status", Status(s).String()))
+		t.byStatus[s] = []metric.AddOption{t.with(attribute.String("status", Status(s).String()))}
 	}
 	meter := mp.Meter(instrumentationName)
 	var err error
@@ -179,7 +184,7 @@ func (t *telemetry) with(kv attribute.KeyValue) metric.MeasurementOption {
 
 func (t *telemetry) countOutcome(s Status) {
 	if int(s) < len(t.byStatus) {
-		t.outcomes.Add(context.Background(), 1, t.byStatus[s])
+		t.outcomes.Add(context.Background(), 1, t.byStatus[s]...)
 		return
 	}
 	t.outcomes.Add(context.Background(), 1, t.with(attribute.String("status", s.String())))
@@ -192,9 +197,9 @@ func (t *telemetry) commitLatency(d time.Duration) {
 func (t *telemetry) dispatchLatency(d time.Duration, device string) {
 	opt, ok := t.byDevice.Load(device)
 	if !ok {
-		opt, _ = t.byDevice.LoadOrStore(device, t.with(attribute.String("device", device)))
+		opt, _ = t.byDevice.LoadOrStore(device, []metric.RecordOption{t.with(attribute.String("device", device))})
 	}
-	t.dispatch.Record(context.Background(), d.Seconds(), opt.(metric.MeasurementOption))
+	t.dispatch.Record(context.Background(), d.Seconds(), opt.([]metric.RecordOption)...)
 }
 
 func (t *telemetry) countFenced() {
@@ -247,6 +252,10 @@ func (t *telemetry) startTakeover(issued trace.SpanContext, cmd Command) trace.S
 
 // startDispatch opens the span of one Dispatch call.
 func (t *telemetry) startDispatch(ctx context.Context, parent trace.SpanContext, cmd Command, token coordination.FencingToken, try int) (context.Context, trace.Span) {
+	if !t.tracing && !parent.IsValid() {
+		// The no-op tracer would add a span that carries nothing.
+		return ctx, t.noSpan
+	}
 	ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
 	if !t.tracing {
 		return t.tracer.Start(ctx, "dispatch.device", t.kindClient)

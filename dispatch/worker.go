@@ -118,14 +118,14 @@ func (d *Dispatcher) execute(l *lane, j job) {
 			continue // recorded expired above
 		}
 
-		ctx, span := d.tel.startDispatch(d.haltCtx, c.span, cmd, j.token, try)
+		ctx, span := d.tel.startDispatch(d.fresh.bound(), c.span, cmd, j.token, try)
 		ctx, cancel := context.WithDeadline(ctx, cmd.Deadline)
-		ctx, watch := d.fresh.bound(ctx)
 		start := time.Now()
 		result, err := dispatchUnder(ctx, l.device, cmd, coordination.Authority{Term: d.term, Token: j.token})
-		watch.release()
-		cut := errors.Is(context.Cause(ctx), ErrFreshnessExpired)
+		// Cancelled first, so that a freshness end after the return does
+		// not count as a cut.
 		cancel()
+		cut := errors.Is(context.Cause(ctx), ErrFreshnessExpired)
 		d.tel.dispatchLatency(time.Since(start), cmd.Device)
 		if err != nil {
 			span.RecordError(err)
