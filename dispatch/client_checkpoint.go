@@ -24,16 +24,21 @@ type logSearch struct {
 // checkpoint written before the window is not looked for: a command that
 // old has left the dispatcher's dedup window.
 func (c *Client) searchLog(ctx context.Context, tp coordination.TopicPartition, role string) (logSearch, error) {
-	s := logSearch{since: time.Now().Add(-c.cfg.lookupWindow)}
+	start, end, err := c.reader.Bounds(ctx, tp)
+	if err != nil {
+		return logSearch{}, err
+	}
+	return c.searchLogWithin(ctx, tp, role, start, end)
+}
+
+// searchLogWithin is searchLog between the partition's bounds as the
+// caller listed them.
+func (c *Client) searchLogWithin(ctx context.Context, tp coordination.TopicPartition, role string, start, end int64) (logSearch, error) {
+	s := logSearch{since: time.Now().Add(-c.cfg.lookupWindow), end: end}
 	from, err := c.reader.OffsetAt(ctx, tp, s.since)
 	if err != nil {
 		return s, err
 	}
-	start, end, err := c.reader.Bounds(ctx, tp)
-	if err != nil {
-		return s, err
-	}
-	s.end = end
 	s.checkpointSearch, err = searchCheckpoint(ctx, role, max(from, start), end, firstSearchStep, roleRange(c.reader, tp, role), true, nil)
 	return s, err
 }
@@ -95,7 +100,14 @@ func (s *logSearch) compactIDs(ctx context.Context, id string) ([]CheckpointID, 
 // checkpoint when the checkpoint does not hold id, and searches the lookup
 // window only when the role has no checkpoint in it.
 func (c *Client) statusWithoutHint(ctx context.Context, tp coordination.TopicPartition, role, id string) (*CommandHistory, error) {
-	s, err := c.searchLog(ctx, tp, role)
+	start, end, err := c.reader.Bounds(ctx, tp)
+	if err != nil {
+		return nil, err
+	}
+	if h, ok, err := c.recentHistory(ctx, tp, role, id, start, end); err != nil || ok {
+		return h, err
+	}
+	s, err := c.searchLogWithin(ctx, tp, role, start, end)
 	if err != nil {
 		return nil, err
 	}
@@ -107,6 +119,33 @@ func (c *Client) statusWithoutHint(ctx context.Context, tp coordination.TopicPar
 		return h, nil
 	}
 	return nil, &OutsideLookupWindowError{ID: id, Since: s.since, Window: c.cfg.lookupWindow}
+}
+
+// recentProbe is how many offsets at the end of the role's partition a
+// lookup without a hint reads before it searches for the role's newest
+// checkpoint. A command looked up soon after it was written, the common
+// case of `dispatcher status`, is found there without the search, which
+// on a long log reads a whole search step and the checkpoint; any other
+// costs one small read more.
+const recentProbe = 256
+
+// recentHistory returns the history of id from the last recentProbe
+// offsets before end, and true when they hold its Issued record. A
+// command's Issued record is its first, so every later record of it lies
+// in the probe too, and an Issued record of the same ID further back
+// belongs to a command that left the dedup window: this one is newer. Without
+// its Issued record the probe proves nothing (a request rejected at intake
+// has none, and an outcome alone may follow an older Issued record).
+func (c *Client) recentHistory(ctx context.Context, tp coordination.TopicPartition, role, id string, start, end int64) (*CommandHistory, bool, error) {
+	if end <= start {
+		return nil, false, nil
+	}
+	entries, _, err := roleRange(c.reader, tp, role)(ctx, max(start, end-recentProbe), end)
+	if err != nil {
+		return nil, false, err
+	}
+	h, ok := Replay(entries).Command(role, id)
+	return h, ok && h.Issued != nil, nil
 }
 
 // commandHistory returns the history of id that the records before until

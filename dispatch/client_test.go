@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -354,5 +355,48 @@ func TestReadLogMissingTopic(t *testing.T) {
 	_, err = reader.ReadLog(ctx, coordination.TopicPartition{Topic: "no.such.topic", Partition: 0})
 	if !errors.Is(err, kerr.UnknownTopicOrPartition) {
 		t.Fatalf("got %v, want an error that is kerr.UnknownTopicOrPartition", err)
+	}
+}
+
+func TestStatusWithoutHintProbesTheEnd(t *testing.T) {
+	ctx := testContext(t)
+	client, brokers := fakeClient(t)
+	role := sampleCommand().Role
+	tp, err := client.LogPartition(role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newLogWriter(t, brokers, tp, role, "node-1", role+"-node-1")
+	fill := func(prefix string) {
+		entries := make([]Entry, 2*recentProbe)
+		for i := range entries {
+			entries[i] = issuedEntry(fmt.Sprintf("%s-%d", prefix, i))
+		}
+		w.write(ctx, true, entries...)
+	}
+	// old lies before the probe; split's Issued record before it and its
+	// outcome inside; recent inside, whole.
+	w.write(ctx, true, issuedEntry("old"), outcomeEntry("old", StatusSucceeded, 1), issuedEntry("split"))
+	fill("f")
+	w.write(ctx, true, outcomeEntry("split", StatusSucceeded, 1), issuedEntry("recent"), outcomeEntry("recent", StatusSucceeded, 1))
+
+	for _, tc := range []struct {
+		id       string
+		maxRead  int64 // records the lookup may read; 0 for more than the probe
+		wantRead string
+	}{
+		{"recent", recentProbe, "the probe alone"},
+		{"split", 0, "the probe and the window: the outcome alone proves nothing"},
+		{"old", 0, "the probe and the window"},
+	} {
+		before := client.RecordsRead()
+		h, err := client.Status(ctx, role, tc.id)
+		if err != nil || h.Issued == nil || h.Status != StatusSucceeded || len(h.Outcomes) != 1 {
+			t.Fatalf("status of %s: %+v, %v; want its Issued record and one outcome", tc.id, h, err)
+		}
+		read := client.RecordsRead() - before
+		if tc.maxRead > 0 && read > tc.maxRead || tc.maxRead == 0 && read <= recentProbe {
+			t.Errorf("status of %s read %d records, want %s", tc.id, read, tc.wantRead)
+		}
 	}
 }
