@@ -120,8 +120,12 @@ func (l *Leadership) Write(ctx context.Context, build func(token FencingToken) (
 		return token, nil
 	}
 	term := l.Term()
+	var th Header
+	if term != NoTerm {
+		th = TermHeaderOf(term) // one value shared by every record
+	}
 	for i := range records {
-		records[i].Headers = withTerm(records[i].Headers, term)
+		records[i].Headers = withTermHeader(records[i].Headers, th)
 		records[i].Offset = -1
 	}
 	next, err := l.guarded.WriteGuarded(ctx, l.role, token, records)
@@ -167,11 +171,20 @@ func withTerm(headers []Header, term Term) []Header {
 	if term == NoTerm {
 		return headers
 	}
+	return withTermHeader(headers, TermHeaderOf(term))
+}
+
+// withTermHeader is withTerm with the term's header built; a zero header
+// (of no known term) adds none.
+func withTermHeader(headers []Header, th Header) []Header {
+	if th.Key == "" {
+		return headers
+	}
 	out := make([]Header, 0, len(headers)+1)
 	for _, h := range headers {
 		if h.Key != TermHeader {
 			out = append(out, h)
 		}
 	}
-	return append(out, TermHeaderOf(term))
+	return append(out, th)
 }

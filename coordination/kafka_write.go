@@ -123,16 +123,24 @@ func (t *KafkaTransport) transact(ctx context.Context, p *roleProducer, token Fe
 	if err := p.client.BeginTransaction(); err != nil {
 		return fail(ErrOutcomeUnknown, "begin transaction", err)
 	}
+	// The records and their headers each take one allocation, not one a
+	// record: a transaction may carry thousands.
+	nh := 0
+	for _, r := range records {
+		nh += len(r.Headers)
+	}
 	krs := make([]*kgo.Record, len(records))
+	backing := make([]kgo.Record, len(records))
+	headers := make([]kgo.RecordHeader, 0, nh)
 	for i, r := range records {
-		kr := &kgo.Record{
-			Topic:     r.Partition.Topic,
-			Partition: int32(r.Partition.Partition),
-			Key:       r.Key,
-			Value:     r.Value,
-		}
+		kr := &backing[i]
+		kr.Topic, kr.Partition, kr.Key, kr.Value = r.Partition.Topic, int32(r.Partition.Partition), r.Key, r.Value
+		from := len(headers)
 		for _, h := range r.Headers {
-			kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+			headers = append(headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+		}
+		if len(headers) > from {
+			kr.Headers = headers[from:len(headers):len(headers)]
 		}
 		krs[i] = kr
 	}
