@@ -549,6 +549,13 @@ func (c *committer) commit(ctx context.Context, batch []*item) {
 			{Key: HeaderMember, Value: []byte(c.cfg.member)},
 		}
 		records := make([]coordination.GuardedRecord, 0, len(batch)+1)
+		// The headers of every record in one allocation, each record's
+		// capped so that nothing appends into the next one's.
+		nh := 0
+		for _, it := range batch {
+			nh += len(common) + len(it.headers)
+		}
+		headers := make([]coordination.Header, 0, nh)
 		for i, it := range batch {
 			at[i] = -1
 			if it.key == nil {
@@ -556,9 +563,11 @@ func (c *committer) commit(ctx context.Context, batch []*item) {
 			}
 			at[i] = len(records)
 			stampToken(it.value, token)
+			from := len(headers)
+			headers = append(append(headers, common...), it.headers...)
 			records = append(records, coordination.GuardedRecord{
 				Partition: c.cfg.logTP, Key: it.key, Value: it.value,
-				Headers: append(append([]coordination.Header(nil), common...), it.headers...),
+				Headers: headers[from:len(headers):len(headers)],
 			})
 		}
 		if hasIntake {

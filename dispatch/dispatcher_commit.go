@@ -206,7 +206,8 @@ func (d *Dispatcher) rejectOutside(cmd Command, reason error, mark *item) (*comm
 // acceptNew registers cmd under a new ID, with issued, its encoded Issued
 // record. The caller holds d.mu.
 func (d *Dispatcher) acceptNew(cmd Command, span trace.SpanContext, mark *item, issued *item) (*command, error) {
-	c := &command{cmd: cmd, issued: true, phase: phaseQueued, attempt: FirstAttempt, settled: make(chan struct{}), span: span, issuedAt: time.Now(),
+	now := time.Now()
+	c := &command{cmd: cmd, issued: true, phase: phaseQueued, attempt: FirstAttempt, settled: make(chan struct{}), span: span, issuedAt: now,
 		first: -1, outcomeAt: -1}
 
 	// A command that may not be dispatched is recorded with its outcome in
@@ -220,7 +221,7 @@ func (d *Dispatcher) acceptNew(cmd Command, span trace.SpanContext, mark *item, 
 	}
 	if err := check(); err != nil {
 		final = &Outcome{Status: StatusRejected, Reason: err.Error()}
-	} else if !time.Now().Before(cmd.Deadline) {
+	} else if !now.Before(cmd.Deadline) {
 		final = &Outcome{Status: StatusExpired, Reason: "the deadline passed before the command was issued"}
 	}
 

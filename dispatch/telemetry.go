@@ -209,6 +209,10 @@ func (t *telemetry) countFenced() {
 // startSubmit opens the root span of a command submitted in process.
 func (t *telemetry) startSubmit(ctx context.Context, cmd Command) (context.Context, trace.Span) {
 	if !t.tracing {
+		if !trace.SpanContextFromContext(ctx).IsValid() {
+			// The no-op tracer would add a span that carries nothing.
+			return ctx, t.noSpan
+		}
 		return t.tracer.Start(ctx, "dispatch.submit", t.kindServer)
 	}
 	return t.tracer.Start(ctx, "dispatch.submit", t.kindServer,
