@@ -24,22 +24,41 @@ type logSearch struct {
 // checkpoint written before the window is not looked for: a command that
 // old has left the dispatcher's dedup window.
 func (c *Client) searchLog(ctx context.Context, tp coordination.TopicPartition, role string) (logSearch, error) {
-	start, end, err := c.reader.Bounds(ctx, tp)
+	w, err := c.lookupWindow(ctx, tp)
 	if err != nil {
 		return logSearch{}, err
 	}
-	return c.searchLogWithin(ctx, tp, role, start, end)
+	return c.searchWindow(ctx, tp, role, w)
 }
 
-// searchLogWithin is searchLog between the partition's bounds as the
-// caller listed them.
-func (c *Client) searchLogWithin(ctx context.Context, tp coordination.TopicPartition, role string, start, end int64) (logSearch, error) {
-	s := logSearch{since: time.Now().Add(-c.cfg.lookupWindow), end: end}
-	from, err := c.reader.OffsetAt(ctx, tp, s.since)
+// window is the lookup window of a partition as a lookup without a hint
+// listed it: it starts at offset from, the first written at since or
+// later (and not before the log start), and ends at the high watermark.
+type window struct {
+	since     time.Time
+	from, end int64
+}
+
+// lookupWindow lists the offsets of the lookup window of tp.
+func (c *Client) lookupWindow(ctx context.Context, tp coordination.TopicPartition) (window, error) {
+	w := window{since: time.Now().Add(-c.cfg.lookupWindow)}
+	from, err := c.reader.OffsetAt(ctx, tp, w.since)
 	if err != nil {
-		return s, err
+		return w, err
 	}
-	s.checkpointSearch, err = searchCheckpoint(ctx, role, max(from, start), end, firstSearchStep, roleRange(c.reader, tp, role), true, nil)
+	start, end, err := c.reader.Bounds(ctx, tp)
+	if err != nil {
+		return w, err
+	}
+	w.from, w.end = max(from, start), end
+	return w, nil
+}
+
+// searchWindow is searchLog in the window the caller listed.
+func (c *Client) searchWindow(ctx context.Context, tp coordination.TopicPartition, role string, w window) (logSearch, error) {
+	s := logSearch{since: w.since, end: w.end}
+	var err error
+	s.checkpointSearch, err = searchCheckpoint(ctx, role, w.from, w.end, firstSearchStep, roleRange(c.reader, tp, role), true, nil)
 	return s, err
 }
 
@@ -100,14 +119,14 @@ func (s *logSearch) compactIDs(ctx context.Context, id string) ([]CheckpointID, 
 // checkpoint when the checkpoint does not hold id, and searches the lookup
 // window only when the role has no checkpoint in it.
 func (c *Client) statusWithoutHint(ctx context.Context, tp coordination.TopicPartition, role, id string) (*CommandHistory, error) {
-	start, end, err := c.reader.Bounds(ctx, tp)
+	w, err := c.lookupWindow(ctx, tp)
 	if err != nil {
 		return nil, err
 	}
-	if h, ok, err := c.recentHistory(ctx, tp, role, id, start, end); err != nil || ok {
+	if h, ok, err := c.recentHistory(ctx, tp, role, id, w); err != nil || ok {
 		return h, err
 	}
-	s, err := c.searchLogWithin(ctx, tp, role, start, end)
+	s, err := c.searchWindow(ctx, tp, role, w)
 	if err != nil {
 		return nil, err
 	}
@@ -130,17 +149,18 @@ func (c *Client) statusWithoutHint(ctx context.Context, tp coordination.TopicPar
 const recentProbe = 256
 
 // recentHistory returns the history of id from the last recentProbe
-// offsets before end, and true when they hold its Issued record. A
+// offsets of the lookup window w, and true when they hold its Issued
+// record. A
 // command's Issued record is its first, so every later record of it lies
 // in the probe too, and an Issued record of the same ID further back
 // belongs to a command that left the dedup window: this one is newer. Without
 // its Issued record the probe proves nothing (a request rejected at intake
 // has none, and an outcome alone may follow an older Issued record).
-func (c *Client) recentHistory(ctx context.Context, tp coordination.TopicPartition, role, id string, start, end int64) (*CommandHistory, bool, error) {
-	if end <= start {
+func (c *Client) recentHistory(ctx context.Context, tp coordination.TopicPartition, role, id string, w window) (*CommandHistory, bool, error) {
+	if w.end <= w.from {
 		return nil, false, nil
 	}
-	entries, _, err := roleRange(c.reader, tp, role)(ctx, max(start, end-recentProbe), end)
+	entries, _, err := roleRange(c.reader, tp, role)(ctx, max(w.from, w.end-recentProbe), w.end)
 	if err != nil {
 		return nil, false, err
 	}
