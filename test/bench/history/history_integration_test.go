@@ -54,6 +54,12 @@ func TestRunAtSmallSizes(t *testing.T) {
 			t.Errorf("size %d: failover %s, bound %s", r.Size, r.Failover, r.FailoverBound)
 		}
 	}
+	// The fillers drained, and each cold start stopped gracefully: every
+	// recovery at 500 started from a checkpoint near the end, by the
+	// member's own log.
+	if r := rows[1]; r.CheckpointBelow < 0 || r.CheckpointBelow >= r.LogRecords {
+		t.Errorf("the recoveries at 500 commands started %d offsets below the end of %d, want from a checkpoint in the log\n%s", r.CheckpointBelow, r.LogRecords, progress.String())
+	}
 	// Each command leaves an Issued and an Outcome record, for both roles.
 	if got := rows[1].LogRecords; got < 4*500 {
 		t.Errorf("the partition holds %d records after filling 500 commands of each of two roles", got)

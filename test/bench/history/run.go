@@ -38,6 +38,14 @@ type Row struct {
 	ColdStart    time.Duration
 	RSSReady     int64
 	LeaderzReady time.Duration
+	// Recovery is the median of what the cold starts' recoveries took by
+	// the member's own log, RecoveryRecords of the records they read, and
+	// CheckpointBelow of how far below the partition's end the checkpoint
+	// they started from began (its base, for a delta): where the fill and
+	// the restarts left the role's last full checkpoint, which the bench
+	// does not choose, and which the cold start's cost follows.
+	Recovery                         time.Duration
+	RecoveryRecords, CheckpointBelow int64
 	// Failover runs from SIGKILL of the leader until a command succeeded
 	// through the standby; FailoverLeaderz until its /leaderz answered
 	// 200; FailoverBound is lease + rank x stagger + one poll, the bound of
@@ -214,14 +222,15 @@ func runSize(ctx context.Context, c *Config, n int) (row Row, err error) {
 // upgrade does), and sets the medians of the cold start's figures. The last
 // one goes on leading.
 func coldStarts(ctx context.Context, c *Config, n int, leader *member, hc *http.Client, row *Row) error {
-	var leaderz, accepted []time.Duration
-	var rss []int64
+	var leaderz, accepted, took []time.Duration
+	var rss, read, below []int64
 	for i := range c.Samples {
 		if i > 0 {
 			leader.stop(syscall.SIGTERM)
 		}
 		sctx, cancel := context.WithTimeout(ctx, DefaultStepTimeout)
 		c.logf("size %d: cold start %d of node-1", n, i+1)
+		logFrom := logSize(leader.logPath)
 		start := time.Now()
 		if err := leader.start(c.Binary); err != nil {
 			cancel()
@@ -241,12 +250,18 @@ func coldStarts(ctx context.Context, c *Config, n int, leader *member, hc *http.
 		if err != nil {
 			return err
 		}
+		rec, err := lastRecovery(leader.logPath, logFrom)
+		if err != nil {
+			return err
+		}
 		leaderz, accepted, rss = append(leaderz, up), append(accepted, ready.Sub(start)), append(rss, mem)
-		c.logf("size %d: node-1 answered /leaderz 200 %s and carried out a command %s after its start, RSS %d MiB", n,
-			up.Round(time.Millisecond), ready.Sub(start).Round(time.Millisecond), mem>>20)
+		took, read, below = append(took, rec.Took), append(read, rec.RecordsRead), append(below, rec.Below)
+		c.logf("size %d: node-1 answered /leaderz 200 %s and carried out a command %s after its start, RSS %d MiB; its recovery took %s, read %d records, from a checkpoint %d offsets below the end", n,
+			up.Round(time.Millisecond), ready.Sub(start).Round(time.Millisecond), mem>>20, rec.Took, rec.RecordsRead, rec.Below)
 	}
 	row.LeaderzReady, row.ColdStart = median(leaderz), median(accepted)
 	row.RSSReady = median(rss)
+	row.Recovery, row.RecoveryRecords, row.CheckpointBelow = median(took), median(read), median(below)
 	return nil
 }
 
