@@ -275,37 +275,27 @@ func rangeFetchLimit(from, until int64) []kgo.Opt {
 // grownFetchMax bounds the bytes of one fetch of a read whose records are
 // as large as its fetch limit (see grownFetchLimit): 4 MiB, five parts of
 // a checkpoint. Past the range's end a fetch brings what follows, up to
-// its limit, and franz-go decompresses and parses all of it: on a log
-// where other roles write small records in between, a larger bound cost
-// more in that overshoot than it saved in round trips (cold starts of
-// `dispatcher run` on a million commands: 180 ms to ready at 2 or 4 MiB,
-// 260-300 ms at 8, 280-310 ms at 32).
+// its limit, and franz-go decompresses and parses all of it. The offsets
+// left of a range are often the small records of other roles: the 20
+// parts of a base checkpoint of a million IDs lay among 4,900 offsets, and
+// at 32 MiB the read ran 177,000 records past them, 216 ms of a 240 ms
+// read. Cold starts of `dispatcher run` on that log: about 180 ms to ready
+// at 2 or 4 MiB, 260-300 ms at 8, 280-310 ms at 32.
 const grownFetchMax = 4 << 20
 
 // grownFetchLimit returns the fetch limit for the rest of a read, left
-// offsets, whose last poll brought fetched bytes, the biggest record
-// biggest bytes, under the limit limit; or 0 to keep the limit. A poll that
-// came back full (at least half the limit, or a record that leaves no room
-// for a second) was cut by the limit, not by the range: the parts of a
-// large checkpoint, of up to MaxCheckpointPartLen each, would otherwise
-// take a round trip to the broker each, some forty of them for a window of
-// a million IDs. The limit then doubles, to room for two of the biggest
-// records at least, and to no more than left records of that size,
-// grownFetchMax and whole, the client's limit of a whole fetch.
-//
-// It doubles rather than jump to what the offsets left could hold: a fetch
-// that reaches past the range's end brings what follows, up to its limit,
-// and the offsets left are often the small records of other roles (the 20
-// parts of a base checkpoint of a million IDs lay among 4,900 offsets; a
-// jump to 32 MiB fetched 177,000 records past them, 216 ms of a 240 ms
-// read).
-func grownFetchLimit(limit, whole int32, fetched, biggest int, left int64) int32 {
-	full := int64(fetched)*2 >= int64(limit) || int64(biggest)*2 > int64(limit)
-	if biggest == 0 || left <= 1 || !full {
+// offsets, that met a record of biggest bytes while its limit was limit, or
+// 0 to keep the limit. When two such records do not fit in one fetch, each
+// fetch brings one: the parts of a large checkpoint, of up to
+// MaxCheckpointPartLen each, would take a round trip to the broker each,
+// some forty of them for a window of a million IDs. The limit then makes
+// room for left records of that size, up to grownFetchMax and whole, the
+// client's limit of a whole fetch.
+func grownFetchLimit(limit, whole int32, biggest int, left int64) int32 {
+	if biggest == 0 || int64(biggest)*2 <= int64(limit) || left <= 1 {
 		return 0
 	}
-	n := max(2*int64(limit), 2*int64(biggest))
-	n = min(n, left*int64(biggest), grownFetchMax, int64(whole))
+	n := min(left*int64(biggest), grownFetchMax, int64(whole))
 	if n <= int64(limit) {
 		return 0
 	}
@@ -405,13 +395,12 @@ func (r *KafkaLogReader) readRange(ctx context.Context, partition coordination.T
 			wait.Moved()
 		}
 		r.read.Add(int64(fetches.NumRecords()))
-		biggest, fetched := 0, 0
+		biggest := 0
 		fetches.EachRecord(func(rec *kgo.Record) {
 			if rec.Offset+1 > next {
 				next = rec.Offset + 1
 			}
-			size := len(rec.Key) + len(rec.Value)
-			biggest, fetched = max(biggest, size), fetched+size
+			biggest = max(biggest, len(rec.Key)+len(rec.Value))
 			if rec.Attrs.IsControl() || rec.Offset < start || rec.Offset >= target || (rng.Limit > 0 && len(entries) >= rng.Limit) {
 				return
 			}
@@ -428,7 +417,7 @@ func (r *KafkaLogReader) readRange(ctx context.Context, partition coordination.T
 			}
 			entries = append(entries, e)
 		})
-		if n := grownFetchLimit(fetchLimit, fetchMax, fetched, biggest, target-next); n > 0 {
+		if n := grownFetchLimit(fetchLimit, fetchMax, biggest, target-next); n > 0 {
 			// The fetches after the next one, which may be under way, bring
 			// more than one record each.
 			fetchLimit = n

@@ -51,28 +51,25 @@ func TestVerifyFromStartsMidLog(t *testing.T) {
 func TestGrownFetchLimit(t *testing.T) {
 	const part = MaxCheckpointPartLen + 100
 	for _, tc := range []struct {
-		name             string
-		limit, whole     int32
-		fetched, biggest int
-		left             int64
-		want             int32
+		name         string
+		limit, whole int32
+		biggest      int
+		left         int64
+		want         int32
 	}{
-		{"small records that did not fill the fetch keep the limit", 16 << 10, 50 << 20, 8000, 200, 40, 0},
-		{"small records that filled it double it", 16 << 10, 50 << 20, 16 << 10, 200, 1000, 32 << 10},
-		{"but not past what the offsets left hold", 16 << 10, 50 << 20, 16 << 10, 200, 40, 0},
-		{"a fetch half empty keeps it", 1 << 20, 50 << 20, 300 << 10, 300 << 10, 40, 0},
-		{"two records that filled it double it", 1 << 20, 50 << 20, 800 << 10, 400 << 10, 40, 2 << 20},
-		{"a checkpoint part under the default limit", 1 << 20, 50 << 20, part, part, 39, 2 << 20},
-		{"a part under a range's limit makes room for two", 256 << 10, 50 << 20, part, part, 10, 2 * part},
-		{"a base's parts among small records do not jump to the most the offsets could hold", 627456, 50 << 20, part, part, 2450, 2 * part},
-		{"doubling stops at grownFetchMax", 3 << 20, 50 << 20, 3 << 20, part, 1000, grownFetchMax},
-		{"and at the client's limit of a fetch", 2 << 20, 3 << 20, 2 << 20, part, 1000, 3 << 20},
-		{"one record left needs no room", 1 << 20, 50 << 20, part, part, 1, 0},
-		{"nothing fetched", 1 << 20, 50 << 20, 0, 0, 40, 0},
-		{"a client limit at the range's keeps it", 1 << 20, 1 << 20, part, part, 40, 0},
+		{"small records keep the limit", 16 << 10, 50 << 20, 200, 40, 0},
+		{"two records fit the limit", 1 << 20, 50 << 20, 400 << 10, 40, 0},
+		{"checkpoint parts under the default limit", 1 << 20, 50 << 20, part, 4, 4 * part},
+		{"checkpoint parts under a range's limit", 256 << 10, 50 << 20, part, 3, 3 * part},
+		{"many parts stop at grownFetchMax", 1 << 20, 50 << 20, part, 1000, grownFetchMax},
+		{"a base's parts among small records stop there too", 627456, 50 << 20, part, 2450, grownFetchMax},
+		{"and at the client's limit of a fetch", 1 << 20, 2 << 20, part, 1000, 2 << 20},
+		{"one record left needs no room", 1 << 20, 50 << 20, part, 1, 0},
+		{"nothing fetched", 1 << 20, 50 << 20, 0, 40, 0},
+		{"a client limit below the range's keeps it", 1 << 20, 1 << 20, part, 40, 0},
 	} {
-		if got := grownFetchLimit(tc.limit, tc.whole, tc.fetched, tc.biggest, tc.left); got != tc.want {
-			t.Errorf("%s: grownFetchLimit(%d, %d, %d, %d, %d) = %d, want %d", tc.name, tc.limit, tc.whole, tc.fetched, tc.biggest, tc.left, got, tc.want)
+		if got := grownFetchLimit(tc.limit, tc.whole, tc.biggest, tc.left); got != tc.want {
+			t.Errorf("%s: grownFetchLimit(%d, %d, %d, %d) = %d, want %d", tc.name, tc.limit, tc.whole, tc.biggest, tc.left, got, tc.want)
 		}
 	}
 }
