@@ -459,7 +459,7 @@ func (c *Client) earlier(ctx context.Context, tp coordination.TopicPartition, ro
 // Status returns the history of command id: its status, attempts and
 // outcomes so far. It reads the role's partition of the log from where opts
 // say the command's records are up to the high watermark at the time of the
-// call. Without a hint it first reads the last few hundred offsets, which
+// call. Without a hint it first reads the last few dozen offsets, which
 // hold a command written moments ago whole (from its Issued record on);
 // failing that, it finds the role's newest checkpoint by reading
 // back from the high watermark and reads the command's records from the
