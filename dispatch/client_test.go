@@ -106,6 +106,19 @@ func fakeClient(t *testing.T) (*Client, []string) {
 	return client, brokers
 }
 
+// fakeRoleLog is fakeClient with a writer of the log partition of the
+// sample command's role, as its member node-1.
+func fakeRoleLog(t *testing.T) (*Client, *logWriter) {
+	t.Helper()
+	client, brokers := fakeClient(t)
+	role := sampleCommand().Role
+	tp, err := client.LogPartition(role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client, newLogWriter(t, brokers, tp, role, "node-1", role+"-node-1")
+}
+
 func testContext(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
@@ -245,13 +258,8 @@ func TestReadLogCommittedOnly(t *testing.T) {
 
 func TestClientWaitAndStatus(t *testing.T) {
 	ctx := testContext(t)
-	client, brokers := fakeClient(t)
-	role := sampleCommand().Role
-	tp, err := client.LogPartition(role)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := newLogWriter(t, brokers, tp, role, "node-1", role+"-node-1")
+	client, w := fakeRoleLog(t)
+	role := w.role
 	w.write(ctx, true, issuedEntry("a"), issuedEntry("b"))
 
 	if _, err := client.Status(ctx, role, "zzz"); !errors.As(err, new(*UnknownCommandError)) {
@@ -297,10 +305,8 @@ func TestClientWaitAndStatus(t *testing.T) {
 
 func TestFollowLogStreamsAndCloses(t *testing.T) {
 	ctx := testContext(t)
-	client, brokers := fakeClient(t)
-	role := sampleCommand().Role
-	tp, _ := client.LogPartition(role)
-	w := newLogWriter(t, brokers, tp, role, "node-1", role+"-node-1")
+	client, w := fakeRoleLog(t)
+	role := w.role
 	w.write(ctx, true, issuedEntry("a"))
 
 	stream, err := client.FollowLog(ctx, role, 0)
@@ -360,13 +366,8 @@ func TestReadLogMissingTopic(t *testing.T) {
 
 func TestStatusWithoutHintProbesTheEnd(t *testing.T) {
 	ctx := testContext(t)
-	client, brokers := fakeClient(t)
-	role := sampleCommand().Role
-	tp, err := client.LogPartition(role)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := newLogWriter(t, brokers, tp, role, "node-1", role+"-node-1")
+	client, w := fakeRoleLog(t)
+	role := w.role
 	fill := func(prefix string) {
 		entries := make([]Entry, 2*recentProbe)
 		for i := range entries {
