@@ -154,12 +154,12 @@ const recentProbe = 64
 
 // recentHistory returns the history of id from the last recentProbe
 // offsets of the lookup window w, and true when they hold its Issued
-// record. A
-// command's Issued record is its first, so every later record of it lies
-// in the probe too, and an Issued record of the same ID further back
-// belongs to a command that left the dedup window: this one is newer. Without
-// its Issued record the probe proves nothing (a request rejected at intake
-// has none, and an outcome alone may follow an older Issued record).
+// record. A command's Issued record is its first, so every later record of
+// it lies in the probe too, and an Issued record of the same ID further
+// back belongs to a command that left the dedup window: this one is newer.
+// Without its Issued record the probe proves nothing (a request rejected
+// at intake has none, and an outcome alone may follow an older Issued
+// record).
 func (c *Client) recentHistory(ctx context.Context, tp coordination.TopicPartition, role, id string, w window) (*CommandHistory, bool, error) {
 	if w.end <= w.from {
 		return nil, false, nil

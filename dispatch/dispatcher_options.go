@@ -70,9 +70,9 @@ const (
 	// from 1 to 1,000 (a finer sweep later found 1ms level with 2ms or up
 	// to 4% ahead, both far ahead of 0 and 5ms), and the dispatcher came to
 	// 0.96 to 1.00 of that at rounds of 1 command, 0.97 at 10 and 0.90 to
-	// 0.96 at 100 with a gap of
-	// 2ms, against 0.86 to 0.90, 0.89 to 0.90 and 0.88 to 0.91 with 5ms;
-	// rounds of 1,000 were alike (0.77 to 0.82 and 0.75 to 0.82). 5ms was
+	// 0.96 at 100 with a gap of 2ms, against 0.86 to 0.90, 0.89 to 0.90 and
+	// 0.88 to 0.91 with 5ms; rounds of 1,000 were alike (0.77 to 0.82 and
+	// 0.75 to 0.82). 5ms was
 	// chosen when a round's outcomes took a transaction of their own; now
 	// that they ride with the next round's commands ([DefaultOutcomeLinger]),
 	// the longer gap idles. On brokers whose backoff is lowered, no gap did

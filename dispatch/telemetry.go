@@ -46,13 +46,13 @@ type telemetry struct {
 	// The measurement options are built once: an attribute set costs a
 	// sort and an allocation per measurement otherwise, on every command.
 	// ownerOpt carries owner; byStatus owner and each status; byDevice
-	// (device name to metric.MeasurementOption) owner and each device, added
-	// as devices are first driven.
-	// Held as the slices that Add and Record take, so that a measurement
-	// on the hot path allocates no slice for its options.
+	// (device name to []metric.RecordOption) owner and each device, added
+	// as devices are first driven. The last two are held as the slices
+	// that Add and Record take, so that a measurement on the hot path
+	// allocates no slice for its options.
 	ownerOpt metric.MeasurementOption
 	byStatus [StatusCancelled + 1][]metric.AddOption
-	byDevice sync.Map // device name to []metric.RecordOption
+	byDevice sync.Map
 
 	// tracing is false when the tracer provider is the no-op one: the spans
 	// are then started without attributes, which nothing would read.
