@@ -88,7 +88,10 @@ type GuardedWriter interface {
 // Write returns an error that wraps errors.ErrUnsupported when the transport
 // implements no GuardedWriter, and an error that wraps [ErrNotHeld] without a
 // call to the transport after the leadership ended. A Write does not extend
-// the lease; see [Leadership.ValidFor].
+// the lease; see [Leadership.ValidFor]. The one exception is a leadership
+// acquired with [WithRenewalsInWrites]: when the renewal falls due within its
+// lead, the Write adds the lease record to its transaction, and its commit
+// renews the lease as [Leadership.Renew] would.
 func (l *Leadership) Write(ctx context.Context, build func(token FencingToken) ([]GuardedRecord, error)) (FencingToken, error) {
 	if build == nil {
 		return NoEpoch, errors.New("coordination: guarded write with a nil build function")
@@ -128,7 +131,33 @@ func (l *Leadership) Write(ctx context.Context, build func(token FencingToken) (
 		records[i].Headers = withTermHeader(records[i].Headers, th)
 		records[i].Offset = -1
 	}
-	next, err := l.guarded.WriteGuarded(ctx, l.role, token, records)
+	due, fold, err := l.dueRenewal(token)
+	if err != nil {
+		return NoEpoch, fmt.Errorf("coordination: guarded write to role %s: renewal: %w", l.role, err)
+	}
+	sent := records
+	if fold {
+		// A copy, so the caller's slice neither grows nor shares the lease
+		// record; the offsets go back to it below.
+		sent = make([]GuardedRecord, len(records), len(records)+1)
+		copy(sent, records)
+		sent = append(sent, GuardedRecord{
+			Partition: l.partition,
+			Key:       l.leaseKey,
+			Value:     due.value,
+			Headers:   withTermHeader(nil, th),
+			Offset:    -1,
+		})
+	}
+	next, err := l.guarded.WriteGuarded(ctx, l.role, token, sent)
+	if fold {
+		for i := range records {
+			records[i].Offset = sent[i].Offset
+		}
+		if err == nil {
+			l.renewed(due.lease, due.fresh)
+		}
+	}
 	if err != nil {
 		err = fmt.Errorf("coordination: guarded write to role %s under token %s: %w", l.role, token, err)
 		if endsLeadership(err) {

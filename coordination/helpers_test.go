@@ -193,13 +193,13 @@ var txnModes = []struct {
 
 // holder acquires the role for member on a fresh cluster and clock, and
 // returns them all.
-func holder(t *testing.T, bump bool) (*memCluster, *memTransport, *ManualClock, *Leadership) {
+func holder(t *testing.T, bump bool, extra ...Option) (*memCluster, *memTransport, *ManualClock, *Leadership) {
 	t.Helper()
 	cluster := newMemCluster(t)
 	cluster.bumpOnCommit = bump
 	clock := NewManualClock(t0)
 	transport := cluster.transport()
-	l, err := AcquireLeadership(context.Background(), transport, mustRole(t, "controller"), mustMember(t, "node-1"), testOptions(clock)...)
+	l, err := AcquireLeadership(context.Background(), transport, mustRole(t, "controller"), mustMember(t, "node-1"), append(testOptions(clock), extra...)...)
 	if err != nil {
 		t.Fatalf("acquire: %v", err)
 	}

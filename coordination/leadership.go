@@ -43,6 +43,10 @@ type Leadership struct {
 	regKey    []byte
 	monotonic bool // the clock is the host clock, so freshness reads the monotonic clock
 
+	// renewalLead is how long before the renew instant a Write starts to
+	// carry the renewal; zero when no Write does (WithRenewalsInWrites).
+	renewalLead time.Duration
+
 	// writeSlot holds one token while a transaction of the role's producer
 	// runs. A channel rather than a mutex, so a wait for it honours a context.
 	writeSlot chan struct{}
@@ -53,6 +57,10 @@ type Leadership struct {
 	lease Lease
 	fresh freshness
 	err   error
+
+	// renewals counts the committed renewals, folded ones included, so the
+	// loop can tell that a Write renewed while it waited.
+	renewals uint64
 
 	stop   chan struct{}      // closed by end, under mu, exactly once
 	cancel context.CancelFunc // cancels the context of the renewal goroutine
@@ -145,20 +153,21 @@ func AcquireLeadership(ctx context.Context, transport Transport, role Role, memb
 // nothing.
 func newLeadership(transport Transport, role Role, member MemberID, partition TopicPartition, s *settings, token FencingToken) *Leadership {
 	l := &Leadership{
-		transport: transport,
-		role:      role,
-		member:    member,
-		partition: partition,
-		config:    s.lease,
-		clock:     s.clock,
-		poll:      s.pollInterval,
-		leaseKey:  EncodeKey(LeaseKey(role)),
-		regKey:    EncodeKey(RegistrationKey(role, member)),
-		writeSlot: make(chan struct{}, 1),
-		token:     token,
-		term:      NoTerm,
-		stop:      make(chan struct{}),
-		done:      make(chan struct{}),
+		transport:   transport,
+		role:        role,
+		member:      member,
+		partition:   partition,
+		config:      s.lease,
+		clock:       s.clock,
+		poll:        s.pollInterval,
+		renewalLead: s.renewalLead,
+		leaseKey:    EncodeKey(LeaseKey(role)),
+		regKey:      EncodeKey(RegistrationKey(role, member)),
+		writeSlot:   make(chan struct{}, 1),
+		token:       token,
+		term:        NoTerm,
+		stop:        make(chan struct{}),
+		done:        make(chan struct{}),
 	}
 	l.guarded, _ = transport.(GuardedWriter)
 	l.monotonic = onHostClock(s.clock)

@@ -47,6 +47,7 @@ type settings struct {
 	leaseDuration    time.Duration
 	renewInterval    time.Duration
 	challengeStagger time.Duration
+	renewalLead      time.Duration // zero: no Write carries a renewal
 
 	// lease is the validated policy that newSettings builds from the three
 	// extents above.
@@ -77,6 +78,9 @@ func newSettings(options []Option) (*settings, error) {
 		return nil, err
 	}
 	s.lease = lease
+	if s.renewalLead >= s.renewInterval {
+		return nil, fmt.Errorf("coordination: renewal lead %v is not below the renew interval %v, so every write would carry a renewal", s.renewalLead, s.renewInterval)
+	}
 	return s, nil
 }
 
@@ -203,6 +207,26 @@ func WithChallengeStagger(stagger time.Duration) Option {
 			return fmt.Errorf("coordination: challenge stagger %v is not positive", stagger)
 		}
 		s.challengeStagger = stagger
+		return nil
+	}
+}
+
+// WithRenewalsInWrites lets a [Leadership.Write] carry the lease renewal
+// when one falls due within lead: the write adds the lease record to its
+// transaction, and its commit extends the lease as [Leadership.Renew] does.
+// A holder that writes steadily then spends no transaction of its own on
+// renewals, and the background loop renews only when no write carried the
+// renewal before its renew instant. The default, zero, leaves every renewal
+// to the loop, and a Write then never extends the lease.
+//
+// It rejects a negative lead; the call rejects a lead at or above the renew
+// interval, which would make every write carry a renewal.
+func WithRenewalsInWrites(lead time.Duration) Option {
+	return func(s *settings) error {
+		if lead < 0 {
+			return fmt.Errorf("coordination: renewal lead %v is negative", lead)
+		}
+		s.renewalLead = lead
 		return nil
 	}
 }

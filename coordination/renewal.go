@@ -22,7 +22,8 @@ type freshness struct {
 // With [SystemClock] the extent is measured on the monotonic clock of the
 // host, so a step of the wall clock does not move it; with any other Clock it
 // is measured on that clock. A [Leadership.Write] proves authority at its
-// commit but does not extend the lease, so it leaves ValidFor alone.
+// commit but does not extend the lease, so it leaves ValidFor alone, unless
+// it carries a renewal ([WithRenewalsInWrites]).
 //
 // A caller that acts outside the cluster, where no broker fences a deposed
 // leader, acts only while ValidFor exceeds a safety margin. A leader that was
@@ -108,11 +109,53 @@ func (l *Leadership) renewLocked(ctx context.Context) error {
 		return err
 	}
 	l.adoptToken(next)
+	l.renewed(lease, freshness{mono: start, millis: now})
+	return nil
+}
+
+// renewed records a committed renewal: lease is the record it wrote, and
+// fresh the instant just before its write began.
+func (l *Leadership) renewed(lease Lease, fresh freshness) {
 	l.mu.Lock()
 	l.lease = lease
-	l.fresh = freshness{mono: start, millis: now}
+	l.fresh = fresh
+	l.renewals++
 	l.mu.Unlock()
-	return nil
+}
+
+// renewalCount returns the number of committed renewals so far.
+func (l *Leadership) renewalCount() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.renewals
+}
+
+// renewal is a lease record that a Write carries, and the instant just
+// before the write began.
+type renewal struct {
+	lease Lease
+	value []byte
+	fresh freshness
+}
+
+// dueRenewal returns the renewal that a Write under token starting now
+// carries, and false when the renew instant lies more than the renewal lead
+// ahead or no Write carries renewals.
+func (l *Leadership) dueRenewal(token FencingToken) (renewal, bool, error) {
+	if l.renewalLead <= 0 {
+		return renewal{}, false, nil
+	}
+	start := time.Now()
+	now := l.clock.NowMillis()
+	if millisBetween(now, l.config.Timing(l.Lease()).RenewAt()) > l.renewalLead {
+		return renewal{}, false, nil
+	}
+	lease := l.config.Grant(l.member, token, now)
+	value, err := encodeLease(lease)
+	if err != nil {
+		return renewal{}, false, err
+	}
+	return renewal{lease: lease, value: value, fresh: freshness{mono: start, millis: now}}, true, nil
 }
 
 // Resign gives the role up. It stops the renewal loop and writes a tombstone
@@ -238,6 +281,7 @@ func (l *Leadership) run(ctx context.Context) {
 	defer close(l.done)
 	retry := false
 	for {
+		seen := l.renewalCount()
 		wait := l.poll
 		if !retry {
 			wait = l.untilRenew()
@@ -252,7 +296,7 @@ func (l *Leadership) run(ctx context.Context) {
 			return
 		default:
 		}
-		err := l.renewInBackground(ctx)
+		err := l.renewInBackground(ctx, seen)
 		// A renewal that failed for another reason than the end of the
 		// leadership is retried within the poll interval.
 		retry = err != nil && !errors.Is(err, ErrNotHeld) && ctx.Err() == nil
@@ -260,14 +304,19 @@ func (l *Leadership) run(ctx context.Context) {
 }
 
 // renewInBackground is one renewal of the loop, bounded by the lease
-// duration so a hung transport cannot hold the loop for ever.
-func (l *Leadership) renewInBackground(ctx context.Context) error {
+// duration so a hung transport cannot hold the loop for ever. It writes
+// nothing when a renewal committed since the loop counted seen: a Write
+// carried it, and the loop waits for the renew instant of that lease.
+func (l *Leadership) renewInBackground(ctx context.Context, seen uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, l.config.duration)
 	defer cancel()
 	if err := l.acquireSlot(ctx); err != nil {
 		return err
 	}
 	defer l.releaseSlot()
+	if l.renewalCount() != seen {
+		return nil
+	}
 	return l.renewLocked(ctx)
 }
 

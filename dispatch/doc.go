@@ -173,7 +173,9 @@
 //     [DefaultSafetyMargin]), measured by [Leader.ValidFor] on the monotonic
 //     clock from the instant just before the grant or renewal was written. A
 //     command write proves authority when it commits but does not extend the
-//     lease; only a lease write moves the deadline that standbys wait for. A
+//     lease; only a lease write moves the deadline that standbys wait for
+//     (the dispatcher binary lets a command write carry the lease record when
+//     a renewal is due, coordination.WithRenewalsInWrites). A
 //     dispatcher that finds its lease stale forces a renewal (Renew) and
 //     dispatches only once one commits. A leader that was paused past its
 //     deadline therefore finds on waking that it may not dispatch, and its

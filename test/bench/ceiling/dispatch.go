@@ -87,7 +87,8 @@ func StartDispatcher(ctx context.Context, s DispatcherSetup) (*Dispatcher, error
 	member, _ := coordination.NewMemberID("bench")
 	actx, cancel := context.WithTimeout(ctx, time.Minute)
 	l, err := coordination.AcquireLeadership(actx, transport, role, member,
-		coordination.WithLeaseConfig(lease), coordination.WithPollInterval(100*time.Millisecond))
+		coordination.WithLeaseConfig(lease), coordination.WithPollInterval(100*time.Millisecond),
+		coordination.WithRenewalsInWrites(lease.RenewInterval()/4)) // as the dispatcher binary
 	cancel()
 	if err != nil {
 		transport.Close()
