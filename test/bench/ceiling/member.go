@@ -79,8 +79,9 @@ func StartMember(ctx context.Context, s MemberSetup) (*Member, error) {
 	}
 	mem, err := member.New(member.Config{
 		Transport: transport, Role: role, Member: id,
-		Coordination: []coordination.Option{coordination.WithLeaseConfig(lease), coordination.WithPollInterval(100 * time.Millisecond)},
-		Registry:     registry, Log: logReader, LogTopic: s.LogTopic, LogPartitions: 1,
+		Coordination: []coordination.Option{coordination.WithLeaseConfig(lease), coordination.WithPollInterval(100 * time.Millisecond),
+			coordination.WithRenewalsInWrites(lease.RenewInterval() / 4)}, // as the dispatcher binary
+		Registry: registry, Log: logReader, LogTopic: s.LogTopic, LogPartitions: 1,
 		Dispatch: []dispatch.Option{
 			dispatch.WithLogTopic(s.LogTopic, 1), dispatch.WithRequestsTopic(s.RequestsTopic, 1),
 			dispatch.WithRequestSource(m.source),
