@@ -208,6 +208,12 @@ func (p *RawProducer) commit(ctx context.Context, batch int) (time.Duration, err
 			records = append(records, &kgo.Record{Topic: p.topic, Partition: p.partition, Key: c.Key[j], Value: c.Value[j], Headers: c.Headers})
 		}
 	}
+	return p.transact(ctx, records)
+}
+
+// transact writes and commits one transaction of records, as the
+// transport's WriteGuarded does, and returns its time.
+func (p *RawProducer) transact(ctx context.Context, records []*kgo.Record) (time.Duration, error) {
 	began := time.Now()
 	if err := p.client.BeginTransaction(); err != nil {
 		return 0, fmt.Errorf("begin transaction: %w", err)

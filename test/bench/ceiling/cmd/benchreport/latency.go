@@ -15,6 +15,7 @@ type latencyResult struct {
 	http, topic ceiling.LatencyResult
 	raw         ceiling.Summary
 	rawSeen     ceiling.Summary // the raw commit until a reader of the log read it
+	rawLoop     ceiling.Summary // the same clients on a raw producer that commits greedily
 	rawBatch    int
 	rawPause    time.Duration
 	intakeRead  ceiling.Summary
@@ -24,8 +25,8 @@ type latencyResult struct {
 // API and through the requests topic, to the device acting and to the
 // outcome committed, in alternation with the raw commit of the ceiling.
 func latencySection(ctx context.Context, o options, prefix string, newTopic func(string) (string, error), rep *report) error {
-	var topics [5]string
-	for i, kind := range []string{"log", "req", "raw", "intake", "rawseen"} {
+	var topics [6]string
+	for i, kind := range []string{"log", "req", "raw", "intake", "rawseen", "rawloop"} {
 		name, err := newTopic("lat-" + kind)
 		if err != nil {
 			return err
@@ -76,6 +77,24 @@ func latencySection(ctx context.Context, o options, prefix string, newTopic func
 	}
 	defer seenWatch.Close()
 
+	// The clients on a greedy raw producer write each command once: a
+	// command per client every 10 ms over the whole section is more than
+	// two transactions a command allow.
+	loopCommands, err := ceiling.EncodeCommands(role, o.clients*int((time.Duration(o.reps)*o.point+o.warmup)/(10*time.Millisecond)+10))
+	if err != nil {
+		return err
+	}
+	rawLoop, err := ceiling.NewRawProducer(ctx, o.brokers, topics[5], topics[5], ceiling.BenchLease, loopCommands)
+	if err != nil {
+		return err
+	}
+	defer rawLoop.Close()
+	loopWatch, err := ceiling.WatchOutcomes(o.brokers, topics[5])
+	if err != nil {
+		return err
+	}
+	defer loopWatch.Close()
+
 	res := &latencyResult{clients: o.clients, rawBatch: o.clients}
 	// The raw commit runs at the pause that commits fastest.
 	best := 0.0
@@ -91,7 +110,7 @@ func latencySection(ctx context.Context, o options, prefix string, newTopic func
 	if _, err := ceiling.MeasureLatency(ctx, m, w, viaHTTP, role, "warm", o.clients, o.warmup); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
-	var httpAcc, httpDev, httpOut, topicAcc, topicDev, topicOut, raws, seens, intakes []ceiling.Summary
+	var httpAcc, httpDev, httpOut, topicAcc, topicDev, topicOut, raws, seens, loops, intakes []ceiling.Summary
 	for i := range o.reps {
 		h, err := ceiling.MeasureLatency(ctx, m, w, viaHTTP, role, fmt.Sprintf("http%d", i), o.clients, o.point)
 		if err != nil {
@@ -110,6 +129,11 @@ func latencySection(ctx context.Context, o options, prefix string, newTopic func
 			return fmt.Errorf("raw commit seen by a reader: %w", err)
 		}
 		seens = append(seens, seen)
+		loop, err := rawLoop.RunClosedLoop(ctx, loopWatch, o.clients, res.rawPause, o.point)
+		if err != nil {
+			return fmt.Errorf("the clients on a greedy raw producer: %w", err)
+		}
+		loops = append(loops, loop)
 		in, err := ceiling.MeasureIntakeRead(ctx, o.brokers, topics[3], o.point)
 		if err != nil {
 			return fmt.Errorf("requests topic read alone: %w", err)
@@ -118,13 +142,14 @@ func latencySection(ctx context.Context, o options, prefix string, newTopic func
 		httpAcc, httpDev, httpOut = append(httpAcc, h.ToAccepted), append(httpDev, h.ToDevice), append(httpOut, h.ToOutcome)
 		topicAcc, topicDev, topicOut = append(topicAcc, t.ToAccepted), append(topicDev, t.ToDevice), append(topicOut, t.ToOutcome)
 		raws = append(raws, r)
-		logf("latency repetition %d: API to outcome p99 %s ms, topic to outcome p99 %s ms, raw commit p99 %s ms, raw commit seen by a reader p99 %s ms", i+1,
-			ceiling.Millis(h.ToOutcome.P99), ceiling.Millis(t.ToOutcome.P99), ceiling.Millis(r.P99), ceiling.Millis(seen.P99))
+		logf("latency repetition %d: API to outcome p99 %s ms, topic to outcome p99 %s ms, raw commit p99 %s ms, raw commit seen by a reader p99 %s ms, greedy raw p99 %s ms", i+1,
+			ceiling.Millis(h.ToOutcome.P99), ceiling.Millis(t.ToOutcome.P99), ceiling.Millis(r.P99), ceiling.Millis(seen.P99), ceiling.Millis(loop.P99))
 	}
 	res.http = ceiling.LatencyResult{ToAccepted: ceiling.Pool(httpAcc...), ToDevice: ceiling.Pool(httpDev...), ToOutcome: ceiling.Pool(httpOut...)}
 	res.topic = ceiling.LatencyResult{ToAccepted: ceiling.Pool(topicAcc...), ToDevice: ceiling.Pool(topicDev...), ToOutcome: ceiling.Pool(topicOut...)}
 	res.raw = ceiling.Pool(raws...)
 	res.rawSeen = ceiling.Pool(seens...)
+	res.rawLoop = ceiling.Pool(loops...)
 	res.intakeRead = ceiling.Pool(intakes...)
 	rep.latency = res
 	return nil

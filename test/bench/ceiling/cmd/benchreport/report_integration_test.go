@@ -106,6 +106,21 @@ func TestQuickRunWritesEveryTable(t *testing.T) {
 			}
 		}
 	}
+	// The same clients on a greedy raw producer: outcome quantiles in order.
+	greedy := 0
+	for _, row := range firstTable(report, "## Latency end to end") {
+		if !strings.HasPrefix(row, "| the same clients on a raw producer") {
+			continue
+		}
+		greedy++
+		cells := strings.Split(strings.Trim(row, "|"), "|")
+		if q := numbers(cells[4]); len(q) != 3 || !(q[0] > 0 && q[1] >= q[0] && q[2] >= q[1]) {
+			t.Errorf("greedy raw row %q: quantiles %v", row, q)
+		}
+	}
+	if greedy != 1 {
+		t.Errorf("%d rows of the greedy raw producer, want 1", greedy)
+	}
 	if row := firstTable(report, "## One role draining a backlog"); len(row) > 0 {
 		cells := strings.Split(strings.Trim(row[0], "|"), "|")
 		if n := leadingNumber(cells[0]); n != 300 {
