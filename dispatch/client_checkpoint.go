@@ -161,15 +161,23 @@ const recentProbe = 64
 // at intake has none, and an outcome alone may follow an older Issued
 // record).
 func (c *Client) recentHistory(ctx context.Context, tp coordination.TopicPartition, role, id string, w window) (*CommandHistory, bool, error) {
+	_, h, ok, err := c.probeRecent(ctx, tp, role, id, w)
+	return h, ok, err
+}
+
+// probeRecent reads the role's records among the last recentProbe offsets
+// of w, and returns them with the history of id they give, and true when
+// they hold its Issued record (see recentHistory).
+func (c *Client) probeRecent(ctx context.Context, tp coordination.TopicPartition, role, id string, w window) ([]Entry, *CommandHistory, bool, error) {
 	if w.end <= w.from {
-		return nil, false, nil
+		return nil, nil, false, nil
 	}
 	entries, _, err := roleRange(c.reader, tp, role)(ctx, max(w.from, w.end-recentProbe), w.end)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	h, ok := Replay(entries).Command(role, id)
-	return h, ok && h.Issued != nil, nil
+	return entries, h, ok && h.Issued != nil, nil
 }
 
 // commandHistory returns the history of id that the records before until
@@ -228,9 +236,25 @@ func (c *Client) commandHistory(ctx context.Context, tp coordination.TopicPartit
 // waitStart is where Wait without a hint starts: the outcome of id when the
 // role's newest checkpoint or the records after it already settle it, or
 // else the offset to follow the log from. Every record of the role before
-// that offset has been looked at.
+// that offset has been looked at. Like Status, it reads the end of the
+// lookup window first: when the probe holds the command's Issued record,
+// it holds every later record of it, and the search is not needed.
 func (c *Client) waitStart(ctx context.Context, tp coordination.TopicPartition, role, id string) (Outcome, bool, int64, error) {
-	s, err := c.searchLog(ctx, tp, role)
+	w, err := c.lookupWindow(ctx, tp)
+	if err != nil {
+		return Outcome{}, false, 0, err
+	}
+	recent, _, ok, err := c.probeRecent(ctx, tp, role, id, w)
+	switch {
+	case err != nil:
+		return Outcome{}, false, 0, err
+	case ok:
+		if o, ok := settling(sinceIssued(recent, role, id), role, id); ok {
+			return o, true, 0, nil
+		}
+		return Outcome{}, false, w.end, nil
+	}
+	s, err := c.searchWindow(ctx, tp, role, w)
 	if err != nil {
 		return Outcome{}, false, 0, err
 	}
@@ -238,7 +262,7 @@ func (c *Client) waitStart(ctx context.Context, tp coordination.TopicPartition, 
 	if whole && cmd.Status != StatusPending {
 		return cmd.Outcome, true, 0, nil
 	}
-	if o, ok := settling(s.tail(), role, id); ok {
+	if o, ok := settling(sinceIssued(s.tail(), role, id), role, id); ok {
 		return o, true, 0, nil
 	}
 	if whole || tailNames(s.tail(), role, id) {
@@ -260,6 +284,17 @@ func (c *Client) waitStart(ctx context.Context, tp coordination.TopicPartition, 
 		}
 	}
 	return Outcome{}, false, s.end, nil
+}
+
+// sinceIssued returns entries from the last Issued record of id of role on:
+// an outcome before it settled an older command under the same ID.
+func sinceIssued(entries []Entry, role, id string) []Entry {
+	for i := len(entries) - 1; i >= 0; i-- {
+		if e := &entries[i]; e.Role == role && e.Kind == EntryIssued && e.CommandID() == id {
+			return entries[i:]
+		}
+	}
+	return entries
 }
 
 // tailNames reports whether a record of entries names command id of role.

@@ -364,6 +364,67 @@ func TestReadLogMissingTopic(t *testing.T) {
 	}
 }
 
+// TestWaitWithoutHintProbesTheEnd checks that Wait without a hint, like
+// Status, settles a command whose Issued record lies in the last offsets
+// of the lookup window from them alone, and follows the log from their end
+// for one that is still open; that an outcome in the probe before the
+// Issued record (an older command under the same ID) is not taken; and
+// that a command whose Issued record lies before the probe is found by the
+// search as before.
+func TestWaitWithoutHintProbesTheEnd(t *testing.T) {
+	ctx := testContext(t)
+	client, w := fakeRoleLog(t)
+	role := w.role
+	entries := make([]Entry, 2*recentProbe)
+	for i := range entries {
+		entries[i] = issuedEntry(fmt.Sprintf("f-%d", i))
+	}
+	w.write(ctx, true, issuedEntry("old"), outcomeEntry("old", StatusSucceeded, 1))
+	w.write(ctx, true, entries...)
+	w.write(ctx, true, issuedEntry("recent"), outcomeEntry("recent", StatusSucceeded, 1),
+		issuedEntry("reused"), outcomeEntry("reused", StatusFailed, 1), issuedEntry("reused"), issuedEntry("open"))
+
+	before := client.RecordsRead()
+	if o, err := client.Wait(ctx, role, "recent"); err != nil || o.Status != StatusSucceeded {
+		t.Fatalf("wait for recent: %+v, %v", o, err)
+	}
+	if read := client.RecordsRead() - before; read > recentProbe {
+		t.Errorf("wait for a recent settled command read %d records, want the probe alone", read)
+	}
+	before = client.RecordsRead()
+	if o, err := client.Wait(ctx, role, "old"); err != nil || o.Status != StatusSucceeded {
+		t.Fatalf("wait for old: %+v, %v", o, err)
+	}
+	if read := client.RecordsRead() - before; read <= recentProbe {
+		t.Errorf("wait for a command before the probe read %d records, want the probe and the search", read)
+	}
+
+	type result struct {
+		o   Outcome
+		err error
+	}
+	waits := map[string]chan result{}
+	before = client.RecordsRead()
+	for _, id := range []string{"open", "reused"} {
+		waits[id] = make(chan result, 1)
+		go func() {
+			o, err := client.Wait(ctx, role, id)
+			waits[id] <- result{o, err}
+		}()
+	}
+	w.write(ctx, true, outcomeEntry("open", StatusSucceeded, 1), outcomeEntry("reused", StatusSucceeded, 2))
+	for id, ch := range waits {
+		r := <-ch
+		if r.err != nil || r.o.Status != StatusSucceeded || r.o.CommandID != id {
+			t.Errorf("wait for %s: %+v, %v; want the outcome written after its last Issued record", id, r.o, r.err)
+		}
+	}
+	// Each wait read its probe and then, at most, the two outcomes.
+	if read := client.RecordsRead() - before; read > 2*recentProbe+8 {
+		t.Errorf("two waits for open commands read %d records, want their probes and what followed", read)
+	}
+}
+
 func TestStatusWithoutHintProbesTheEnd(t *testing.T) {
 	ctx := testContext(t)
 	client, w := fakeRoleLog(t)
