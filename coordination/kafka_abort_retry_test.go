@@ -1,11 +1,16 @@
 package coordination_test
 
 import (
+	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/krabka-io/krabka-dispatch/coordination"
+	"github.com/krabka-io/krabka-dispatch/test/kafkatest"
 )
 
 // TestKafkaAbortRetriedAfterFailedEndTxn: the EndTxn that aborts a failed
@@ -35,5 +40,55 @@ func TestKafkaAbortRetriedAfterFailedEndTxn(t *testing.T) {
 	})
 	if n := refused.Load(); n != 1 {
 		t.Fatalf("the broker refused %d aborts, want 1: the test did not reach the retry", n)
+	}
+}
+
+// TestKafkaAbortRetryRefusedByFence: the EndTxn that aborts a failed
+// guarded write fails once with an answer that confirms nothing, and the
+// re-initialization that franz-go's retry sends is refused with a fence, as
+// when another member took the role meanwhile. The write reports ErrFenced,
+// the leadership's expected end, rather than an unknown outcome.
+func TestKafkaAbortRetryRefusedByFence(t *testing.T) {
+	env, c := fakeEnv(t)
+	ctx := testCtx(t, 30*time.Second)
+	tr := env.transport(t, testLease(t))
+	role := uniqueRole(t)
+	topic := kafkatest.UniqueName(t, "t")
+	env.createTopic(t, topic, 1)
+	token, err := tr.AcquireEpoch(ctx, role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused, fenced atomic.Int32
+	c.ControlKey(int16(kmsg.EndTxn), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kreq.(*kmsg.EndTxnRequest)
+		if req.Commit || refused.Load() > 0 {
+			return nil, nil, false
+		}
+		refused.Add(1)
+		resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.UnknownServerError.Code
+		return resp, nil, true
+	})
+	c.ControlKey(int16(kmsg.InitProducerID), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if refused.Load() == 0 {
+			return nil, nil, false
+		}
+		fenced.Add(1)
+		resp := kreq.ResponseKind().(*kmsg.InitProducerIDResponse)
+		resp.ErrorCode = kerr.ProducerFenced.Code
+		return resp, nil, true
+	})
+	_, err = tr.WriteGuarded(ctx, role, token, []coordination.GuardedRecord{
+		{Partition: coordination.TopicPartition{Topic: topic, Partition: 0}, Value: tokenValue("doomed", token)},
+		{Partition: coordination.TopicPartition{Topic: topic, Partition: 7}, Value: tokenValue("missing", token)},
+	})
+	if refused.Load() != 1 || fenced.Load() == 0 {
+		t.Fatalf("the broker refused %d aborts and fenced %d re-initializations: the test did not reach the retry (%v)", refused.Load(), fenced.Load(), err)
+	}
+	if !errors.Is(err, coordination.ErrFenced) || errors.Is(err, coordination.ErrOutcomeUnknown) {
+		t.Fatalf("abort whose retry was fenced: %v, want ErrFenced alone", err)
 	}
 }

@@ -59,12 +59,14 @@ func (t *KafkaTransport) WriteLease(ctx context.Context, partition TopicPartitio
 //
 // The errors:
 //   - one that wraps [ErrFenced]: the broker refused the token (error codes
-//     47 and 90), or a later AcquireEpoch of this transport took the role.
-//     The producer is closed.
+//     47 and 90), at any step, the abort of a failed transaction and its
+//     retry included, or a later AcquireEpoch of this transport took the
+//     role. The producer is closed.
 //   - one that wraps [ErrOutcomeUnknown]: the commit was sent and no answer
 //     came, or the producer met INVALID_TXN_STATE, or the abort of a failed
-//     transaction failed. The records are in doubt and the producer is
-//     closed, because franz-go would recover it with a new InitProducerId.
+//     transaction failed without a fence. The records are in doubt and the
+//     producer is closed, because franz-go would recover it with a new
+//     InitProducerId.
 //   - any other: a produce failed and the transaction was aborted, so none
 //     of the records committed. The producer stays usable, and the returned
 //     token is the one it holds after the abort, which under transactions v2
@@ -182,23 +184,27 @@ func (t *KafkaTransport) transact(ctx context.Context, p *roleProducer, token Fe
 func (t *KafkaTransport) abort(p *roleProducer, token FencingToken, cause error) (FencingToken, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), t.lease.duration)
 	defer cancel()
-	fail := func(sentinel error, err error) (FencingToken, error) {
+	// A fence refuses whatever step meets it, the re-initialization of a
+	// retried abort included (which the token's read after it reports):
+	// the broker answered, another member holds the role.
+	fail := func(err error) (FencingToken, error) {
+		sentinel := ErrOutcomeUnknown
+		if isFenceErr(err) {
+			sentinel = ErrFenced
+		}
 		err = fmt.Errorf("coordination: kafka transport: role %s, token %s: abort after %v: %w: %w", p.role, token, cause, sentinel, err)
 		p.end(err)
 		return token, err
 	}
 	if err := p.client.AbortBufferedRecords(ctx); err != nil {
-		return fail(ErrOutcomeUnknown, err)
+		return fail(err)
 	}
 	if err := endAbort(ctx, p.client); err != nil {
-		if isFenceErr(err) {
-			return fail(ErrFenced, err)
-		}
-		return fail(ErrOutcomeUnknown, err)
+		return fail(err)
 	}
 	next, err := t.tokenAfter(ctx, p)
 	if err != nil {
-		return fail(ErrOutcomeUnknown, err)
+		return fail(err)
 	}
 	return next, fmt.Errorf("coordination: kafka transport: role %s, token %s: aborted, nothing committed: %w", p.role, token, cause)
 }
