@@ -279,30 +279,33 @@ func coordinationOptions(c *config.Config) []coordination.Option {
 	}
 }
 
-// dispatchOptions returns the options of each dispatcher.
+// dispatchOptions returns the options of each dispatcher. A commit timing
+// the configuration leaves out is left to the dispatcher's own default.
 func dispatchOptions(c *config.Config, requests dispatch.RequestSource, tel *telemetry, logger *slog.Logger) []dispatch.Option {
-	return []dispatch.Option{
+	opts := []dispatch.Option{
 		dispatch.WithLogTopic(c.Topics.Log, c.Topics.Partitions),
 		dispatch.WithRequestsTopic(c.Topics.Requests, c.Topics.Partitions),
 		dispatch.WithRequestSource(requests),
 		dispatch.WithSafetyMargin(c.Dispatch.SafetyMargin),
 		dispatch.WithDedupWindow(c.Dispatch.DedupWindow),
 		dispatch.WithMaxPending(c.Dispatch.MaxPending),
-		dispatch.WithCommitGap(orDefault(c.Dispatch.CommitGap, dispatch.DefaultCommitGap)),
-		dispatch.WithCommitLinger(orDefault(c.Dispatch.CommitLinger, dispatch.DefaultCommitLinger)),
-		dispatch.WithOutcomeLinger(orDefault(c.Dispatch.OutcomeLinger, dispatch.DefaultOutcomeLinger)),
 		dispatch.WithMeterProvider(tel.meters),
 		dispatch.WithTracerProvider(tel.tracers),
 		dispatch.WithLogger(logger),
 	}
-}
-
-// orDefault returns *d, or def when the file left d out.
-func orDefault(d *time.Duration, def time.Duration) time.Duration {
-	if d == nil {
-		return def
+	for _, t := range []struct {
+		d    *time.Duration
+		with func(time.Duration) dispatch.Option
+	}{
+		{c.Dispatch.CommitGap, dispatch.WithCommitGap},
+		{c.Dispatch.CommitLinger, dispatch.WithCommitLinger},
+		{c.Dispatch.OutcomeLinger, dispatch.WithOutcomeLinger},
+	} {
+		if t.d != nil {
+			opts = append(opts, t.with(*t.d))
+		}
 	}
-	return *d
+	return opts
 }
 
 // newLogger builds the process logger on w. A duration is logged as the
