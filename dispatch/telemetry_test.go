@@ -9,10 +9,13 @@ import (
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
 
 func TestOneTracePerCommand(t *testing.T) {
@@ -282,4 +285,44 @@ func TestFencedWritesCounted(t *testing.T) {
 			t.Error("a submit under a fenced leadership succeeded")
 		}
 	})
+}
+
+// TestNoopTracerPassesTheCallersTrace checks the shortcut past the no-op
+// tracer: a submit or a device call that no trace reaches gets the no-op
+// span and its context unchanged, and one that a caller's trace reaches
+// still carries that trace, so a device or a tracer further down sees it.
+func TestNoopTracerPassesTheCallersTrace(t *testing.T) {
+	tel, err := newTelemetry(tracenoop.NewTracerProvider(), metricnoop.NewMeterProvider(), "controller", "node-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	parent := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID:    trace.TraceID{1, 2, 3},
+		SpanID:     trace.SpanID{4, 5, 6},
+		TraceFlags: trace.FlagsSampled,
+		Remote:     true,
+	})
+	token := coordination.FencingToken{}
+
+	got, span := tel.startSubmit(ctx, sampleCommand())
+	if got != ctx || span != tel.noSpan || span.SpanContext().IsValid() {
+		t.Errorf("submit outside a trace: context changed %v, span %v", got != ctx, span.SpanContext())
+	}
+	got, _ = tel.startDispatch(ctx, trace.SpanContext{}, sampleCommand(), token, 1)
+	if got != ctx {
+		t.Error("device call outside a trace: the context changed")
+	}
+
+	got, span = tel.startSubmit(trace.ContextWithSpanContext(ctx, parent), sampleCommand())
+	if !span.SpanContext().Equal(parent) {
+		t.Errorf("submit in a trace: span %v, want the caller's %v", span.SpanContext(), parent)
+	}
+	if sc := trace.SpanContextFromContext(got); sc.TraceID() != parent.TraceID() {
+		t.Errorf("submit in a trace: context carries %v, want the caller's trace", sc)
+	}
+	got, _ = tel.startDispatch(ctx, parent, sampleCommand(), token, 1)
+	if sc := trace.SpanContextFromContext(got); sc.TraceID() != parent.TraceID() {
+		t.Errorf("device call of a traced command: context carries %v, want the command's trace", sc)
+	}
 }
