@@ -135,8 +135,19 @@ func (d *Dispatcher) checkpointItems() []*item {
 	}
 
 	// The window's own blocks are encoded as they are, in hash order, with
-	// no copy of them and no sort.
-	parts, err := encodeWindowCheckpoint(d.role, seq, cp, ids)
+	// no copy of them and no sort. Each part goes straight into its record,
+	// which holds a copy, and the next part is written into the same
+	// buffer: the state is held once, in the records, not twice.
+	var items []*item
+	err := eachWindowCheckpointPart(d.role, seq, cp, ids, func(p CheckpointPart) error {
+		it, err := d.newItem(Entry{Kind: EntryCheckpoint, Checkpoint: &p}, trace.SpanContext{})
+		if err != nil {
+			return err
+		}
+		it.checkpoint = true
+		items = append(items, it)
+		return nil
+	})
 	if full {
 		d.mu.Lock()
 		d.ids.release()
@@ -146,19 +157,6 @@ func (d *Dispatcher) checkpointItems() []*item {
 		d.cfg.logger.Error("dispatch: cannot encode a checkpoint; recovery reads further back until one is written", "err", err)
 		d.checkpointEnded(seq)
 		return nil
-	}
-	items := make([]*item, 0, len(parts))
-	for i := range parts {
-		it, err := d.newItem(Entry{Kind: EntryCheckpoint, Checkpoint: &parts[i]}, trace.SpanContext{})
-		if err != nil {
-			d.cfg.logger.Error("dispatch: cannot encode a checkpoint part", "err", err)
-			d.checkpointEnded(seq)
-			return nil
-		}
-		// The record holds a copy: the part, a buffer of its own, goes.
-		parts[i].Data = nil
-		it.checkpoint = true
-		items = append(items, it)
 	}
 	first := int64(-1)
 	items[0].committed = func(_ coordination.FencingToken, offset int64) { first = offset }

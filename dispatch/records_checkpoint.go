@@ -202,22 +202,43 @@ func EncodeCheckpoint(role string, seq int64, cp Checkpoint) ([]CheckpointPart, 
 // compact IDs come from its window, in hash order, and cp's IDs are not
 // read. It reads ids only, so the window may hand over its own blocks.
 func encodeWindowCheckpoint(role string, seq int64, cp Checkpoint, ids idBlocks) ([]CheckpointPart, error) {
+	var parts []CheckpointPart
+	err := eachWindowCheckpointPart(role, seq, cp, ids, func(p CheckpointPart) error {
+		p.Data = ownCopy(p.Data)
+		parts = append(parts, p)
+		return nil
+	})
+	return parts, err
+}
+
+// eachWindowCheckpointPart is encodeWindowCheckpoint that hands each part to
+// emit, in order, as it is written, and writes the next into the same
+// buffer: p.Data is valid only until emit returns. A writer that copies
+// each part into its record so holds the state once, not twice. It checks
+// the whole state, and the count of its parts, before the first emit; an
+// error of emit ends the encoding and is returned.
+func eachWindowCheckpointPart(role string, seq int64, cp Checkpoint, ids idBlocks, emit func(p CheckpointPart) error) error {
 	if err := checkCheckpointHead(role, cp); err != nil {
-		return nil, fmt.Errorf("dispatch: encode checkpoint: %w", err)
+		return fmt.Errorf("dispatch: encode checkpoint: %w", err)
 	}
 	if n := ids.count(); n > math.MaxInt32 {
-		return nil, fmt.Errorf("dispatch: encode checkpoint: %d compact IDs are too many", n)
+		return fmt.Errorf("dispatch: encode checkpoint: %d compact IDs are too many", n)
 	}
 	var prev *compactID
 	for _, blk := range ids {
 		for i := range blk {
 			if err := checkCompactID(prev, blk[i]); err != nil {
-				return nil, fmt.Errorf("dispatch: encode checkpoint: %w", err)
+				return fmt.Errorf("dispatch: encode checkpoint: %w", err)
 			}
 			prev = &blk[i]
 		}
 	}
-	return splitCheckpoint(seq, encodeCheckpointState(cp, ids))
+	return encodeCheckpointParts(cp, ids, func(part, parts int, data []byte) error {
+		if parts > MaxCheckpointParts {
+			return fmt.Errorf("dispatch: encode checkpoint: the state needs %d parts, above the limit of %d", parts, MaxCheckpointParts)
+		}
+		return emit(CheckpointPart{Sequence: seq, Part: part, Parts: parts, Data: data})
+	})
 }
 
 // checkCompactID checks id as the decoder of version 1 does: its hash
@@ -233,18 +254,6 @@ func checkCompactID(prev *compactID, id compactID) error {
 		return fmt.Errorf("compact ID %016x: submitted at %d ms is outside the years 1 to 9999", id.hash, id.submitted)
 	}
 	return nil
-}
-
-// splitCheckpoint makes the parts of checkpoint seq from the data of each.
-func splitCheckpoint(seq int64, data [][]byte) ([]CheckpointPart, error) {
-	if len(data) > MaxCheckpointParts {
-		return nil, fmt.Errorf("dispatch: encode checkpoint: the state needs %d parts, above the limit of %d", len(data), MaxCheckpointParts)
-	}
-	parts := make([]CheckpointPart, len(data))
-	for i := range parts {
-		parts[i] = CheckpointPart{Sequence: seq, Part: i, Parts: len(data), Data: data[i]}
-	}
-	return parts, nil
 }
 
 // AssembleCheckpoint decodes the checkpoint of role from its parts, given in
@@ -339,11 +348,30 @@ func assembleCheckpointHead(role string, parts []CheckpointPart) (cp Checkpoint,
 
 // encodeCheckpointState writes cp, checked, with ids, checked, in place of
 // its IDs, in the layout of checkpointVersion, or of checkpointVersionDelta
-// when cp has a base, and returns it split into
-// the data of its parts, each in a buffer of its own and of its size: a
-// writer that makes a record of each part lets go of the part once copied,
-// and never holds the whole state twice.
+// when cp has a base, and returns it split into the data of its parts, each
+// in a buffer of its own and of its size.
 func encodeCheckpointState(cp Checkpoint, ids idBlocks) [][]byte {
+	var out [][]byte
+	_ = encodeCheckpointParts(cp, ids, func(_, _ int, data []byte) error {
+		out = append(out, ownCopy(data))
+		return nil
+	})
+	return out
+}
+
+// ownCopy returns a copy of b in a buffer of its own and of its size.
+func ownCopy(b []byte) []byte {
+	c := make([]byte, len(b))
+	copy(c, b)
+	return c
+}
+
+// encodeCheckpointParts is encodeCheckpointState that hands each part to
+// emit, with its index and the count of parts, as soon as it is full, and
+// writes the next into the same buffer. The length of the whole is counted
+// first, so the count is known at the first part. It returns the first
+// error of emit, and writes no more after it.
+func encodeCheckpointParts(cp Checkpoint, ids idBlocks, emit func(part, parts int, data []byte) error) error {
 	var head wireWriter
 	if cp.Base == nil {
 		head.int16(checkpointVersion)
@@ -367,7 +395,7 @@ func encodeCheckpointState(cp Checkpoint, ids idBlocks) [][]byte {
 			prevAt = id.submitted
 		}
 	}
-	w := partWriter{left: size}
+	w := partWriter{left: size, parts: (size + MaxCheckpointPartLen - 1) / MaxCheckpointPartLen, emit: emit}
 	w.write(head.buf)
 	var buf [maxCompactIDLen]byte
 	prevAt = 0
@@ -381,26 +409,34 @@ func encodeCheckpointState(cp Checkpoint, ids idBlocks) [][]byte {
 			prevAt = id.submitted
 		}
 	}
-	return w.parts
+	return w.err
 }
 
-// partWriter writes a byte stream of a known length into parts of
-// MaxCheckpointPartLen bytes, each allocated at its size.
+// partWriter writes a byte stream of a known length, in parts parts of
+// MaxCheckpointPartLen bytes, into one buffer that it hands to emit each
+// time a part is full, and then reuses.
 type partWriter struct {
-	parts [][]byte
-	left  int
+	buf         []byte
+	left        int // bytes of the stream not yet written
+	part, parts int
+	emit        func(part, parts int, data []byte) error
+	err         error
 }
 
 func (w *partWriter) write(b []byte) {
-	for len(b) > 0 {
-		if len(w.parts) == 0 || len(w.parts[len(w.parts)-1]) == MaxCheckpointPartLen {
-			w.parts = append(w.parts, make([]byte, 0, min(w.left, MaxCheckpointPartLen)))
+	for len(b) > 0 && w.err == nil {
+		if w.buf == nil {
+			w.buf = make([]byte, 0, min(w.left, MaxCheckpointPartLen))
 		}
-		last := &w.parts[len(w.parts)-1]
-		n := min(len(b), MaxCheckpointPartLen-len(*last))
-		*last = append(*last, b[:n]...)
+		n := min(len(b), MaxCheckpointPartLen-len(w.buf))
+		w.buf = append(w.buf, b[:n]...)
 		w.left -= n
 		b = b[n:]
+		if len(w.buf) == MaxCheckpointPartLen || w.left == 0 {
+			w.err = w.emit(w.part, w.parts, w.buf)
+			w.part++
+			w.buf = w.buf[:0]
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // goldenCheckpoint is the checkpoint whose encoding testdata/ holds: one
@@ -235,9 +237,9 @@ func TestCheckpointEncodedSize(t *testing.T) {
 				t.Fatalf("%d IDs: part %d of %d holds %d bytes in a buffer of %d", n, i, len(data), len(d), cap(d))
 			}
 		}
-		parts, err := splitCheckpoint(1, data)
-		if err != nil {
-			t.Fatal(err)
+		parts := make([]CheckpointPart, len(data))
+		for i := range data {
+			parts[i] = CheckpointPart{Sequence: 1, Part: i, Parts: len(data), Data: data[i]}
 		}
 		cp, got, err := assembleCheckpoint("plant-a", parts)
 		if err != nil {
@@ -246,6 +248,58 @@ func TestCheckpointEncodedSize(t *testing.T) {
 		if !slices.Equal(flat(got), ids[:n]) || len(cp.Commands) != 3 {
 			t.Fatalf("%d IDs: the state does not decode back", n)
 		}
+	}
+}
+
+// TestCheckpointPartsStream checks the encoder that hands each part over as
+// it is written: the parts it emits are those of encodeWindowCheckpoint,
+// byte for byte, all written into one buffer, and an error of the caller
+// ends the encoding at that part.
+func TestCheckpointPartsStream(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	ids := make([]compactID, 150_000)
+	for i := range ids {
+		ids[i] = compactID{hash: r.Uint64(), first: r.Int64N(1 << 40), submitted: at.UnixMilli() - r.Int64N(1<<33) + 1<<32}
+		ids[i].outcome = ids[i].first + r.Int64N(1<<20)
+	}
+	sortByHash(ids)
+	want, err := encodeWindowCheckpoint("plant-a", 4, goldenCheckpoint(t), blocksOf(ids))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want) < 3 {
+		t.Fatalf("%d parts; the test needs several", len(want))
+	}
+	var buffers []*byte
+	n := 0
+	err = eachWindowCheckpointPart("plant-a", 4, goldenCheckpoint(t), blocksOf(ids), func(p CheckpointPart) error {
+		w := want[n]
+		if p.Sequence != w.Sequence || p.Part != w.Part || p.Parts != w.Parts || !bytes.Equal(p.Data, w.Data) {
+			t.Errorf("part %d: %d of %d, %d bytes; want %d of %d, %d bytes", n, p.Part, p.Parts, len(p.Data), w.Part, w.Parts, len(w.Data))
+		}
+		buffers = append(buffers, unsafe.SliceData(p.Data))
+		n++
+		return nil
+	})
+	if err != nil || n != len(want) {
+		t.Fatalf("%d parts emitted, want %d: %v", n, len(want), err)
+	}
+	for i, b := range buffers {
+		if b != buffers[0] {
+			t.Errorf("part %d in a buffer of its own: the parts are not written into one", i)
+		}
+	}
+	stop := errors.New("stop")
+	n = 0
+	err = eachWindowCheckpointPart("plant-a", 4, goldenCheckpoint(t), blocksOf(ids), func(CheckpointPart) error {
+		n++
+		if n == 2 {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) || n != 2 {
+		t.Fatalf("after an error at the second part: %d parts emitted, %v", n, err)
 	}
 }
 

@@ -169,17 +169,16 @@ func benchmarkWindowGrowth(b *testing.B, from int) {
 				continue
 			}
 			since = 0
-			parts, err := encodeWindowCheckpoint("plant-a", 1, Checkpoint{Window: DefaultDedupWindow}, w.share())
+			// Each part goes into its record as it is written, as the
+			// dispatcher's checkpointItems does.
+			var values [][]byte
+			err := eachWindowCheckpointPart("plant-a", 1, Checkpoint{Window: DefaultDedupWindow}, w.share(), func(p CheckpointPart) error {
+				_, v, err := EncodeEntry(Entry{Kind: EntryCheckpoint, Role: "plant-a", Token: tok, Member: "node-1", At: at, Checkpoint: &p})
+				values = append(values, v)
+				return err
+			})
 			if err != nil {
 				b.Fatal(err)
-			}
-			values := make([][]byte, len(parts))
-			for j := range parts {
-				_, v, err := EncodeEntry(Entry{Kind: EntryCheckpoint, Role: "plant-a", Token: tok, Member: "node-1", At: at, Checkpoint: &parts[j]})
-				if err != nil {
-					b.Fatal(err)
-				}
-				values[j], parts[j].Data = v, nil
 			}
 			w.release()
 			runtime.KeepAlive(values)
