@@ -141,13 +141,7 @@ func (l *Leadership) Write(ctx context.Context, build func(token FencingToken) (
 		// record; the offsets go back to it below.
 		sent = make([]GuardedRecord, len(records), len(records)+1)
 		copy(sent, records)
-		sent = append(sent, GuardedRecord{
-			Partition: l.partition,
-			Key:       l.leaseKey,
-			Value:     due.value,
-			Headers:   withTermHeader(nil, th),
-			Offset:    -1,
-		})
+		sent = append(sent, l.leaseRecord(due.value, withTermHeader(nil, th)))
 	}
 	next, err := l.guarded.WriteGuarded(ctx, l.role, token, sent)
 	if fold {

@@ -90,14 +90,11 @@ func (l *Leadership) renewLocked(ctx context.Context) error {
 	token := l.token
 	l.mu.Unlock()
 
-	start := time.Now()
-	now := l.clock.NowMillis()
-	lease := l.config.Grant(l.member, token, now)
-	value, err := encodeLease(lease)
+	r, err := l.grantNow(token)
 	if err != nil {
 		return fmt.Errorf("coordination: renew lease of role %s as %s under token %s: %w", l.role, l.member, token, err)
 	}
-	next, _, err := l.writeLeaseRecord(ctx, token, value)
+	next, _, err := l.writeLeaseRecord(ctx, token, r.value)
 	if err != nil {
 		err = fmt.Errorf("coordination: renew lease of role %s as %s under token %s: %w", l.role, l.member, token, err)
 		if endsLeadership(err) {
@@ -109,7 +106,7 @@ func (l *Leadership) renewLocked(ctx context.Context) error {
 		return err
 	}
 	l.adoptToken(next)
-	l.renewed(lease, freshness{mono: start, millis: now})
+	l.renewed(r.lease, r.fresh)
 	return nil
 }
 
@@ -130,8 +127,8 @@ func (l *Leadership) renewalCount() uint64 {
 	return l.renewals
 }
 
-// renewal is a lease record that a Write carries, and the instant just
-// before the write began.
+// renewal is a lease record about to be written, and the instant just
+// before its write began.
 type renewal struct {
 	lease Lease
 	value []byte
@@ -142,20 +139,24 @@ type renewal struct {
 // carries, and false when the renew instant lies more than the renewal lead
 // ahead or no Write carries renewals.
 func (l *Leadership) dueRenewal(token FencingToken) (renewal, bool, error) {
-	if l.renewalLead <= 0 {
+	if l.renewalLead <= 0 || millisBetween(l.clock.NowMillis(), l.config.Timing(l.Lease()).RenewAt()) > l.renewalLead {
 		return renewal{}, false, nil
 	}
+	r, err := l.grantNow(token)
+	return r, err == nil, err
+}
+
+// grantNow grants the lease under token from now, the instant just before
+// its write begins, and encodes it.
+func (l *Leadership) grantNow(token FencingToken) (renewal, error) {
 	start := time.Now()
 	now := l.clock.NowMillis()
-	if millisBetween(now, l.config.Timing(l.Lease()).RenewAt()) > l.renewalLead {
-		return renewal{}, false, nil
-	}
 	lease := l.config.Grant(l.member, token, now)
 	value, err := encodeLease(lease)
 	if err != nil {
-		return renewal{}, false, err
+		return renewal{}, err
 	}
-	return renewal{lease: lease, value: value, fresh: freshness{mono: start, millis: now}}, true, nil
+	return renewal{lease: lease, value: value, fresh: freshness{mono: start, millis: now}}, nil
 }
 
 // Resign gives the role up. It stops the renewal loop and writes a tombstone
@@ -238,7 +239,7 @@ func (l *Leadership) clearLease(ctx context.Context, remaining time.Duration) (d
 	if l.guarded != nil {
 		headers := withTerm(nil, l.Term())
 		next, err = l.guarded.WriteGuarded(ctx, l.role, token, []GuardedRecord{
-			{Partition: l.partition, Key: l.leaseKey, Headers: headers, Offset: -1},
+			l.leaseRecord(nil, headers),
 			{Partition: l.partition, Key: l.regKey, Headers: headers, Offset: -1},
 		})
 		deregistered = err == nil
@@ -258,13 +259,7 @@ func (l *Leadership) clearLease(ctx context.Context, remaining time.Duration) (d
 // took, or -1 when the transport cannot tell.
 func (l *Leadership) writeLeaseRecord(ctx context.Context, token FencingToken, value []byte) (FencingToken, int64, error) {
 	if l.guarded != nil {
-		records := []GuardedRecord{{
-			Partition: l.partition,
-			Key:       l.leaseKey,
-			Value:     value,
-			Headers:   withTerm(nil, l.Term()),
-			Offset:    -1,
-		}}
+		records := []GuardedRecord{l.leaseRecord(value, withTerm(nil, l.Term()))}
 		next, err := l.guarded.WriteGuarded(ctx, l.role, token, records)
 		return next, records[0].Offset, err
 	}
@@ -272,6 +267,12 @@ func (l *Leadership) writeLeaseRecord(ctx context.Context, token FencingToken, v
 		return token, -1, err
 	}
 	return token, -1, nil
+}
+
+// leaseRecord is the guarded record of value on the lease key, a lease or
+// a tombstone, with headers.
+func (l *Leadership) leaseRecord(value []byte, headers []Header) GuardedRecord {
+	return GuardedRecord{Partition: l.partition, Key: l.leaseKey, Value: value, Headers: headers, Offset: -1}
 }
 
 // run is the renewal goroutine. It renews at the renew instant of the last
