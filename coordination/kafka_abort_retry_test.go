@@ -81,10 +81,7 @@ func TestKafkaAbortRetryRefusedByFence(t *testing.T) {
 		resp.ErrorCode = kerr.ProducerFenced.Code
 		return resp, nil, true
 	})
-	_, err = tr.WriteGuarded(ctx, role, token, []coordination.GuardedRecord{
-		{Partition: coordination.TopicPartition{Topic: topic, Partition: 0}, Value: tokenValue("doomed", token)},
-		{Partition: coordination.TopicPartition{Topic: topic, Partition: 7}, Value: tokenValue("missing", token)},
-	})
+	_, err = tr.WriteGuarded(ctx, role, token, doomedWrite(topic, token))
 	if refused.Load() != 1 || fenced.Load() == 0 {
 		t.Fatalf("the broker refused %d aborts and fenced %d re-initializations: the test did not reach the retry (%v)", refused.Load(), fenced.Load(), err)
 	}

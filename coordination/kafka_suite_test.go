@@ -369,10 +369,7 @@ func guardedWriteAborts(t *testing.T, env kafkaEnv, beforeWrite func()) {
 		beforeWrite()
 	}
 	short, cancel := context.WithTimeout(ctx, 2*time.Second)
-	next, err := tr.WriteGuarded(short, role, token, []coordination.GuardedRecord{
-		{Partition: coordination.TopicPartition{Topic: topic, Partition: 0}, Value: tokenValue("doomed", token)},
-		{Partition: coordination.TopicPartition{Topic: topic, Partition: 7}, Value: tokenValue("missing", token)},
-	})
+	next, err := tr.WriteGuarded(short, role, token, doomedWrite(topic, token))
 	cancel()
 	if err == nil {
 		t.Fatal("a write to a missing partition succeeded")
@@ -401,6 +398,15 @@ func guardedWriteAborts(t *testing.T, env kafkaEnv, beforeWrite func()) {
 	}
 	if prefix, _ := valueToken(t, got[0].Value); prefix != "kept" {
 		t.Fatalf("committed %q; the aborted record leaked", got[0].Value)
+	}
+}
+
+// doomedWrite is a guarded write to topic of one partition that fails at
+// its produce: its second record names partition 7.
+func doomedWrite(topic string, token coordination.FencingToken) []coordination.GuardedRecord {
+	return []coordination.GuardedRecord{
+		{Partition: coordination.TopicPartition{Topic: topic, Partition: 0}, Value: tokenValue("doomed", token)},
+		{Partition: coordination.TopicPartition{Topic: topic, Partition: 7}, Value: tokenValue("missing", token)},
 	}
 }
 
