@@ -123,7 +123,7 @@ func (c *Client) statusWithoutHint(ctx context.Context, tp coordination.TopicPar
 	if err != nil {
 		return nil, err
 	}
-	if h, ok, err := c.recentHistory(ctx, tp, role, id, w); err != nil || ok {
+	if _, h, ok, err := c.probeRecent(ctx, tp, role, id, w); err != nil || ok {
 		return h, err
 	}
 	s, err := c.searchWindow(ctx, tp, role, w)
@@ -152,22 +152,14 @@ func (c *Client) statusWithoutHint(ctx context.Context, tp coordination.TopicPar
 // submission time.
 const recentProbe = 64
 
-// recentHistory returns the history of id from the last recentProbe
-// offsets of the lookup window w, and true when they hold its Issued
-// record. A command's Issued record is its first, so every later record of
-// it lies in the probe too, and an Issued record of the same ID further
-// back belongs to a command that left the dedup window: this one is newer.
-// Without its Issued record the probe proves nothing (a request rejected
-// at intake has none, and an outcome alone may follow an older Issued
-// record).
-func (c *Client) recentHistory(ctx context.Context, tp coordination.TopicPartition, role, id string, w window) (*CommandHistory, bool, error) {
-	_, h, ok, err := c.probeRecent(ctx, tp, role, id, w)
-	return h, ok, err
-}
-
 // probeRecent reads the role's records among the last recentProbe offsets
-// of w, and returns them with the history of id they give, and true when
-// they hold its Issued record (see recentHistory).
+// of the lookup window w, and returns them with the history of id they
+// give, and true when they hold its Issued record. A command's Issued
+// record is its first, so every later record of it lies in the probe too,
+// and an Issued record of the same ID further back belongs to a command
+// that left the dedup window: this one is newer. Without its Issued record
+// the probe proves nothing (a request rejected at intake has none, and an
+// outcome alone may follow an older Issued record).
 func (c *Client) probeRecent(ctx context.Context, tp coordination.TopicPartition, role, id string, w window) ([]Entry, *CommandHistory, bool, error) {
 	if w.end <= w.from {
 		return nil, nil, false, nil
