@@ -223,13 +223,7 @@ func TestCheckpointParts(t *testing.T) {
 // written into the buffers of its parts at their exact size, every part
 // but the last full: the parts keep nothing more alive.
 func TestCheckpointEncodedSize(t *testing.T) {
-	r := rand.New(rand.NewPCG(7, 8))
-	ids := make([]compactID, 100_000)
-	for i := range ids {
-		ids[i] = compactID{hash: r.Uint64(), first: r.Int64N(1 << 40), submitted: at.UnixMilli() - r.Int64N(1<<33) + 1<<32}
-		ids[i].outcome = ids[i].first + r.Int64N(1<<20)
-	}
-	sortByHash(ids)
+	ids := randomCompactIDs(rand.New(rand.NewPCG(7, 8)), 100_000)
 	for _, n := range []int{0, 1, 100_000} {
 		data := encodeCheckpointState(goldenCheckpoint(t), blocksOf(ids[:n]))
 		for i, d := range data {
@@ -256,13 +250,7 @@ func TestCheckpointEncodedSize(t *testing.T) {
 // byte for byte, all written into one buffer, and an error of the caller
 // ends the encoding at that part.
 func TestCheckpointPartsStream(t *testing.T) {
-	r := rand.New(rand.NewPCG(9, 10))
-	ids := make([]compactID, 150_000)
-	for i := range ids {
-		ids[i] = compactID{hash: r.Uint64(), first: r.Int64N(1 << 40), submitted: at.UnixMilli() - r.Int64N(1<<33) + 1<<32}
-		ids[i].outcome = ids[i].first + r.Int64N(1<<20)
-	}
-	sortByHash(ids)
+	ids := randomCompactIDs(rand.New(rand.NewPCG(9, 10)), 150_000)
 	want, err := encodeWindowCheckpoint("plant-a", 4, goldenCheckpoint(t), blocksOf(ids))
 	if err != nil {
 		t.Fatal(err)
@@ -301,6 +289,18 @@ func TestCheckpointPartsStream(t *testing.T) {
 	if !errors.Is(err, stop) || n != 2 {
 		t.Fatalf("after an error at the second part: %d parts emitted, %v", n, err)
 	}
+}
+
+// randomCompactIDs returns n compact IDs drawn from r, sorted by hash, with
+// offsets and times anywhere a checkpoint takes them.
+func randomCompactIDs(r *rand.Rand, n int) []compactID {
+	ids := make([]compactID, n)
+	for i := range ids {
+		ids[i] = compactID{hash: r.Uint64(), first: r.Int64N(1 << 40), submitted: at.UnixMilli() - r.Int64N(1<<33) + 1<<32}
+		ids[i].outcome = ids[i].first + r.Int64N(1<<20)
+	}
+	sortByHash(ids)
+	return ids
 }
 
 // flat returns the IDs of blocks in one slice.
