@@ -73,10 +73,10 @@ func (p *RawProducer) RunClosedLoop(ctx context.Context, w *OutcomeWatcher, clie
 		}
 		records := make([]*kgo.Record, 0, len(due)+len(issued))
 		for _, c := range due {
-			records = append(records, &kgo.Record{Topic: p.topic, Partition: p.partition, Key: c.Key[1], Value: c.Value[1], Headers: c.Headers})
+			records = append(records, p.record(c.CommandRecords, 1))
 		}
 		for _, c := range issued {
-			records = append(records, &kgo.Record{Topic: p.topic, Partition: p.partition, Key: c.Key[0], Value: c.Value[0], Headers: c.Headers})
+			records = append(records, p.record(c.CommandRecords, 0))
 		}
 		if _, err := p.transact(ctx, records); err != nil {
 			cancel(err)

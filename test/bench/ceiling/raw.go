@@ -204,11 +204,15 @@ func (p *RawProducer) commit(ctx context.Context, batch int) (time.Duration, err
 	for range batch {
 		c := &p.commands[p.next%len(p.commands)]
 		p.next++
-		for j := range 2 {
-			records = append(records, &kgo.Record{Topic: p.topic, Partition: p.partition, Key: c.Key[j], Value: c.Value[j], Headers: c.Headers})
-		}
+		records = append(records, p.record(c, 0), p.record(c, 1))
 	}
 	return p.transact(ctx, records)
+}
+
+// record returns record j of command c, its Issued (0) or its Outcome (1),
+// for the producer's partition.
+func (p *RawProducer) record(c *CommandRecords, j int) *kgo.Record {
+	return &kgo.Record{Topic: p.topic, Partition: p.partition, Key: c.Key[j], Value: c.Value[j], Headers: c.Headers}
 }
 
 // transact writes and commits one transaction of records, as the

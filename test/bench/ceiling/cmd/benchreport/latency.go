@@ -62,37 +62,20 @@ func latencySection(ctx context.Context, o options, prefix string, newTopic func
 
 	// The raw commit seen by a reader writes each command once: enough of
 	// them for a transaction every 5 ms over the whole section.
-	seenCommands, err := ceiling.EncodeCommands(role, o.clients*int((time.Duration(o.reps)*o.point+o.warmup)/(5*time.Millisecond)+10))
-	if err != nil {
-		return err
-	}
-	rawSeen, err := ceiling.NewRawProducer(ctx, o.brokers, topics[4], topics[4], ceiling.BenchLease, seenCommands)
+	rawSeen, seenWatch, err := watchedProducer(ctx, o, role, topics[4], 5*time.Millisecond)
 	if err != nil {
 		return err
 	}
 	defer rawSeen.Close()
-	seenWatch, err := ceiling.WatchOutcomes(o.brokers, topics[4])
-	if err != nil {
-		return err
-	}
 	defer seenWatch.Close()
-
 	// The clients on a greedy raw producer write each command once: a
 	// command per client every 10 ms over the whole section is more than
 	// two transactions a command allow.
-	loopCommands, err := ceiling.EncodeCommands(role, o.clients*int((time.Duration(o.reps)*o.point+o.warmup)/(10*time.Millisecond)+10))
-	if err != nil {
-		return err
-	}
-	rawLoop, err := ceiling.NewRawProducer(ctx, o.brokers, topics[5], topics[5], ceiling.BenchLease, loopCommands)
+	rawLoop, loopWatch, err := watchedProducer(ctx, o, role, topics[5], 10*time.Millisecond)
 	if err != nil {
 		return err
 	}
 	defer rawLoop.Close()
-	loopWatch, err := ceiling.WatchOutcomes(o.brokers, topics[5])
-	if err != nil {
-		return err
-	}
 	defer loopWatch.Close()
 
 	res := &latencyResult{clients: o.clients, rawBatch: o.clients}
@@ -153,6 +136,26 @@ func latencySection(ctx context.Context, o options, prefix string, newTopic func
 	res.intakeRead = ceiling.Pool(intakes...)
 	rep.latency = res
 	return nil
+}
+
+// watchedProducer returns a raw producer of topic with o.clients commands
+// for every interval of the section, each written once, and a watcher of
+// the outcomes on topic.
+func watchedProducer(ctx context.Context, o options, role, topic string, interval time.Duration) (*ceiling.RawProducer, *ceiling.OutcomeWatcher, error) {
+	commands, err := ceiling.EncodeCommands(role, o.clients*int((time.Duration(o.reps)*o.point+o.warmup)/interval+10))
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := ceiling.NewRawProducer(ctx, o.brokers, topic, topic, ceiling.BenchLease, commands)
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err := ceiling.WatchOutcomes(o.brokers, topic)
+	if err != nil {
+		p.Close()
+		return nil, nil, err
+	}
+	return p, w, nil
 }
 
 // backlogSection times one role draining a backlog of requests with a
