@@ -3,6 +3,7 @@
 package coordination_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -38,7 +39,24 @@ const exhaustionHeadroom = 24
 //
 // The test stops the coordinator's broker, so it holds the fault lock and
 // restarts the broker before the successor takes the role.
+//
+// It runs twice: once with the renewals in transactions of their own, and
+// once with WithRenewalsInWrites, as the dispatcher binary acquires its
+// roles, where A writes alone and every write carries the renewal, so the
+// transaction that exhausts the epoch and rotates the producer id is a
+// write with the lease record in it.
 func TestKafkaEpochExhaustionAfterCoordinatorMove(t *testing.T) {
+	for _, mode := range []struct {
+		name             string
+		renewalsInWrites bool
+	}{{"renewals-apart", false}, {"renewals-in-writes", true}} {
+		t.Run(mode.name, func(t *testing.T) {
+			epochExhaustionAfterCoordinatorMove(t, mode.renewalsInWrites)
+		})
+	}
+}
+
+func epochExhaustionAfterCoordinatorMove(t *testing.T, renewalsInWrites bool) {
 	kafkatest.LockFaults(t)
 	brokers := kafkatest.Brokers(t)
 	ctx := testCtx(t, 6*time.Minute)
@@ -107,7 +125,14 @@ func TestKafkaEpochExhaustionAfterCoordinatorMove(t *testing.T) {
 	moved := kafkatest.WaitTxnCoordinatorMoved(t, brokers, role.String(), first)
 	t.Logf("killed broker %d; broker %d coordinates %s after %v", first, moved, role, time.Since(killed).Round(time.Millisecond))
 
-	a, err := coordination.AcquireLeadership(ctx, transport(), role, member(t, "a"), options()...)
+	var aOptions []coordination.Option
+	if renewalsInWrites {
+		// A lead a millisecond under the renew interval: every write that
+		// starts a millisecond or more after the last renewal carries the
+		// next one, and the renewal loop has none left to write.
+		aOptions = append(aOptions, coordination.WithRenewalsInWrites(lease.RenewInterval()-time.Millisecond))
+	}
+	a, err := coordination.AcquireLeadership(ctx, transport(), role, member(t, "a"), options(aOptions...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,8 +176,18 @@ func TestKafkaEpochExhaustionAfterCoordinatorMove(t *testing.T) {
 		}
 	}
 
-	// Renew and write in a tight loop until the coordinator rotates the
-	// producer id.
+	// commit renews or writes, in turn; with the renewals in writes it
+	// writes, and the write renews.
+	commit := func(i int) error {
+		if i%2 == 0 && !renewalsInWrites {
+			return a.Renew(ctx)
+		}
+		_, err := write(a, "a")
+		records++
+		return err
+	}
+
+	// Commit in a tight loop until the coordinator rotates the producer id.
 	var before, after coordination.FencingToken
 	rotationStart := time.Now()
 	for i := 0; ; i++ {
@@ -160,13 +195,7 @@ func TestKafkaEpochExhaustionAfterCoordinatorMove(t *testing.T) {
 			t.Fatalf("no rotation after %d commits from %s; A holds %s", i, acquired, a.Token())
 		}
 		before = a.Token()
-		if i%2 == 0 {
-			err = a.Renew(ctx)
-		} else {
-			_, err = write(a, "a")
-			records++
-		}
-		if err != nil {
+		if err := commit(i); err != nil {
 			t.Fatalf("commit %d under %s: %v", i, before, err)
 		}
 		check(fmt.Sprintf("after commit %d", i))
@@ -183,16 +212,14 @@ func TestKafkaEpochExhaustionAfterCoordinatorMove(t *testing.T) {
 		t.Fatalf("the fence refuses A's authority %s after the rotation to a lower producer id: %v", a.Authority(), err)
 	}
 
+	if renewalsInWrites {
+		assertRotationCarriedRenewal(ctx, t, brokers, transport(), a, before)
+	}
+
 	// Past the rotation A keeps renewing and writing under the new
 	// producer id, in the same term.
 	for i := range 6 {
-		if i%2 == 0 {
-			err = a.Renew(ctx)
-		} else {
-			_, err = write(a, "a")
-			records++
-		}
-		if err != nil {
+		if err := commit(i); err != nil {
 			t.Fatalf("commit %d after the rotation to %s: %v", i, after, err)
 		}
 		check(fmt.Sprintf("commit %d after the rotation", i))
@@ -277,6 +304,51 @@ func TestKafkaEpochExhaustionAfterCoordinatorMove(t *testing.T) {
 		}
 		t.Logf("after the successor's %s the fence refuses %s: %v", successor, old, err)
 	}
+}
+
+// assertRotationCarriedRenewal asserts that the write under token rotated,
+// which exhausted its epoch, carried a's renewal: the lease that a holds is
+// the one that write committed, as the role's state partition shows in a
+// batch of token's producer id and epoch, and a bystander reads it.
+func assertRotationCarriedRenewal(ctx context.Context, t *testing.T, brokers []string, bystander *coordination.KafkaTransport, a *coordination.Leadership, rotated coordination.FencingToken) {
+	t.Helper()
+	held := a.Lease()
+	if held.Token != rotated {
+		t.Fatalf("A holds a lease under %s after the rotating write under %s; want the renewal that write carried", held.Token, rotated)
+	}
+	partition, err := coordination.RoleTopicPartition(a.Role())
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaseKey := coordination.EncodeKey(coordination.LeaseKey(a.Role()))
+	var carried int
+	for _, r := range readCommitted(t, kafkaEnv{brokers: brokers}, partition.Topic, int32(partition.Partition)) {
+		if !bytes.Equal(r.Key, leaseKey) {
+			continue
+		}
+		lease, err := coordination.DecodeLease(r.Value)
+		if err != nil || lease != held {
+			continue
+		}
+		carried++
+		if r.ProducerID != rotated.ProducerID() || r.ProducerEpoch != rotated.ProducerEpoch() {
+			t.Fatalf("A's lease %+v committed in a batch of %d:%d, not of the rotating write's %s", held, r.ProducerID, r.ProducerEpoch, rotated)
+		}
+	}
+	if carried != 1 {
+		t.Fatalf("%d lease records of the role equal A's lease %+v, want 1", carried, held)
+	}
+	eventually(t, 10*time.Second, func() error {
+		state, err := readState(ctx, bystander, a.Role())
+		if err != nil {
+			return err
+		}
+		if state.Lease == nil || *state.Lease != held {
+			return fmt.Errorf("a bystander reads lease %+v, want %+v", state.Lease, held)
+		}
+		return nil
+	})
+	t.Logf("the rotating write under %s carried the renewal granted at %d", rotated, held.GrantedAt)
 }
 
 // recordTerm returns the term that a committed record's headers carry.
