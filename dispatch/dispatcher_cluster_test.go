@@ -74,8 +74,11 @@ func lead(t *testing.T, c cluster, tp topics, role coordination.Role, member str
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
+	// The renewals ride in the dispatcher's writes when one is due, as the
+	// dispatcher binary acquires its roles.
 	l, err := coordination.AcquireLeadership(ctx, transport, role, id,
-		coordination.WithLeaseConfig(lease), coordination.WithPollInterval(100*time.Millisecond))
+		coordination.WithLeaseConfig(lease), coordination.WithPollInterval(100*time.Millisecond),
+		coordination.WithRenewalsInWrites(lease.RenewInterval()/4))
 	if err != nil {
 		transport.Close()
 		t.Fatalf("acquire %s for %s: %v", role, member, err)
