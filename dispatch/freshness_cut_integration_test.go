@@ -54,8 +54,12 @@ func leadPartitioned(t *testing.T, c cluster, tp topics, role coordination.Role,
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
+	// As the dispatcher binary: a write that commits within the lead of
+	// the renew instant renews the lease, so the cut must end the device
+	// call on the freshness of whichever committed last.
 	l, err := coordination.AcquireLeadership(ctx, transport, role, member,
-		coordination.WithLeaseConfig(lease), coordination.WithPollInterval(100*time.Millisecond))
+		coordination.WithLeaseConfig(lease), coordination.WithPollInterval(100*time.Millisecond),
+		coordination.WithRenewalsInWrites(lease.RenewInterval()/4))
 	if err != nil {
 		transport.Close()
 		t.Fatalf("acquire %s: %v", role, err)
