@@ -2,6 +2,8 @@ package dispatch
 
 import (
 	"context"
+	"runtime"
+	"sync"
 
 	"go.opentelemetry.io/otel/trace"
 )
@@ -96,11 +98,7 @@ func (d *Dispatcher) SubmitBatch(ctx context.Context, cmds []Command) []SubmitRe
 // telling it apart reads the log without d.mu. It sets accepted[i] or
 // results[i].Err of every i in todo.
 func (d *Dispatcher) acceptBatch(ctx context.Context, batch []Command, spans []trace.Span, todo []int, accepted []*command, results []SubmitResult) {
-	type encoded struct {
-		issued *item
-		err    error
-	}
-	items := make([]encoded, len(batch))
+	items := make([]encodedIssued, len(batch))
 	admitted := make([]int, 0, len(todo))
 	for _, i := range todo {
 		// A device's validator runs here, before the hold below: it is not
@@ -124,10 +122,7 @@ func (d *Dispatcher) acceptBatch(ctx context.Context, batch []Command, spans []t
 			d.commits.release(false)
 		}
 	}()
-	for _, i := range admitted {
-		issued, err := d.newItem(Entry{Kind: EntryIssued, Issued: &Issued{Command: batch[i]}}, spans[i].SpanContext())
-		items[i] = encoded{issued, err}
-	}
+	d.encodeIssued(batch, spans, admitted, items)
 
 	var alone []int
 	func() {
@@ -169,4 +164,63 @@ func (d *Dispatcher) mustWaitLocked() bool {
 		return true
 	}
 	return d.pending >= d.cfg.maxPending && !d.halted
+}
+
+// encodedIssued is the Issued record of a command of a batch, or why it
+// could not be encoded.
+type encodedIssued struct {
+	issued *item
+	err    error
+}
+
+// parallelEncodeMin is the fewest Issued records that one goroutine of
+// encodeIssued takes on: below it, starting a goroutine costs more than
+// it spares.
+const parallelEncodeMin = 256
+
+// encodeIssued encodes the Issued record of every command of batch that
+// admitted names into items. The records are independent of each other, and
+// each command of a batch waits for all of them before its transaction can
+// start (a thousand take a few milliseconds), so a large batch is split
+// over up to GOMAXPROCS goroutines, each with parallelEncodeMin records or
+// more. A panic in one of them is raised again on the caller's goroutine,
+// where the dispatcher's guard catches it, once all have returned.
+func (d *Dispatcher) encodeIssued(batch []Command, spans []trace.Span, admitted []int, items []encodedIssued) {
+	encode := func(part []int) {
+		for _, i := range part {
+			issued, err := d.newItem(Entry{Kind: EntryIssued, Issued: &Issued{Command: batch[i]}}, spans[i].SpanContext())
+			items[i] = encodedIssued{issued, err}
+		}
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(admitted)/parallelEncodeMin)
+	if workers <= 1 {
+		encode(admitted)
+		return
+	}
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		fault  any
+		failed bool
+	)
+	size := (len(admitted) + workers - 1) / workers
+	for from := 0; from < len(admitted); from += size {
+		part := admitted[from:min(from+size, len(admitted))]
+		wg.Go(func() {
+			defer func() {
+				if v := recover(); v != nil {
+					mu.Lock()
+					if !failed {
+						fault, failed = v, true
+					}
+					mu.Unlock()
+				}
+			}()
+			encode(part)
+		})
+	}
+	wg.Wait()
+	if failed {
+		panic(fault)
+	}
 }

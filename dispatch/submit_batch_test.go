@@ -10,10 +10,17 @@ import (
 )
 
 // TestSubmitBatchOneTransaction: the Issued records of a batch commit in one
-// transaction, and the device is driven in the order of the batch.
+// transaction, in the order of the batch, each with its own command, and the
+// device is driven in that order. A batch of 1,000 has its records encoded
+// on several goroutines where GOMAXPROCS allows.
 func TestSubmitBatchOneTransaction(t *testing.T) {
+	for _, n := range []int{200, 1000} {
+		t.Run(fmt.Sprintf("batch=%d", n), func(t *testing.T) { submitBatchOneTransaction(t, n) })
+	}
+}
+
+func submitBatchOneTransaction(t *testing.T, n int) {
 	synctest.Test(t, func(t *testing.T) {
-		const n = 200
 		log := &leaderLog{}
 		dev := &recordingDevice{log: log, t: t}
 		h := newHarness(t, log, map[string]Device{"valve": dev})
@@ -41,6 +48,20 @@ func TestSubmitBatchOneTransaction(t *testing.T) {
 		for i, c := range calls {
 			if c.id != cmds[i].ID || !c.logged {
 				t.Fatalf("device call %d: %+v, want %s after its Issued record committed", i, c, cmds[i].ID)
+			}
+		}
+		var issued []Command
+		for _, e := range log.entries(t) {
+			if e.Kind == EntryIssued {
+				issued = append(issued, e.Issued.Command)
+			}
+		}
+		if len(issued) != n {
+			t.Fatalf("%d Issued records in the log, want %d", len(issued), n)
+		}
+		for i, cmd := range issued {
+			if cmd.ID != cmds[i].ID || string(cmd.Payload) != string(cmds[i].Payload) {
+				t.Fatalf("Issued record %d holds %s (payload %q), want %s (payload %q)", i, cmd.ID, cmd.Payload, cmds[i].ID, cmds[i].Payload)
 			}
 		}
 		h.stop()
