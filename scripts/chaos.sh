@@ -24,11 +24,14 @@ cd "$(dirname "$0")/.."
 root=$PWD
 duration=${DURATION:-2m}
 
+# The run needs nft and ip even where the services run already (started by
+# their scripts, which install neither); deps.sh installs only what is
+# missing.
+bash scripts/deps.sh
 started_kafka=0
 started_mqtt=0
 if [ -z "${KRABKA_KAFKA_BROKERS:-}" ] && ! grep -q 'listening: yes' <<<"$(bash scripts/services/10-kafka.sh status)"; then
 	started_kafka=1
-	bash scripts/deps.sh
 	bash scripts/services/10-kafka.sh start
 fi
 if [ -z "${KRABKA_MQTT_URL:-}" ] && ! bash scripts/services/20-mosquitto.sh status >/dev/null 2>&1; then
