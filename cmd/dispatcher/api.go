@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -171,6 +172,20 @@ func (o *APIOptions) post(ctx context.Context, timeout time.Duration, path strin
 	}
 }
 
+// redirectedTo returns the base URL of the request that err failed, when a
+// redirect led it away from the server of asked.
+func redirectedTo(err error, asked *url.URL) (string, bool) {
+	var uerr *url.Error
+	if !errors.As(err, &uerr) {
+		return "", false
+	}
+	failed, perr := url.Parse(uerr.URL)
+	if perr != nil || (failed.Scheme == asked.Scheme && failed.Host == asked.Host) {
+		return "", false
+	}
+	return failed.Scheme + "://" + failed.Host, true
+}
+
 // errUnavailable marks a 503 answer, which post tries again.
 var errUnavailable = errors.New("still unavailable when the time ran out")
 
@@ -206,6 +221,12 @@ func (o *APIOptions) postOnce(ctx context.Context, timeout time.Duration, path s
 	if err != nil {
 		if ctx.Err() != nil && !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
 			return "", err // interrupted
+		}
+		if leader, ok := redirectedTo(err, req.URL); ok {
+			// The member answered, with a redirect to the leader that
+			// its lease names; the leader is what cannot be reached.
+			return "", withCode(ExitUnavailable, fmt.Errorf("the member at %s sent the request on to the leader at %s, which cannot be reached: %s: %w",
+				o.URL, leader, causeOf(ctx, err, timeout), err))
 		}
 		return "", withCode(ExitUnavailable, fmt.Errorf("cannot reach the member's HTTP API at %s (--url, or the config's http section): %s: %w",
 			o.URL, causeOf(ctx, err, timeout), err))

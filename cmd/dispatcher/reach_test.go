@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -178,6 +180,33 @@ func TestUnreachableMemberAPIFailsFastAndSaysWhy(t *testing.T) {
 			t.Errorf("%s: exit %d, want %d\n%s", name, code, ExitUnavailable, errOut)
 		}
 		want := "dispatcher: cannot reach the member's HTTP API at " + url + " (--url, or the config's http section): connection refused: "
+		if !strings.HasPrefix(errOut, want) {
+			t.Errorf("%s: error\n  %q\nwant it to start\n  %q", name, errOut, want)
+		}
+	}
+}
+
+// TestRedirectToUnreachableLeaderNamesIt runs the commands that post to a
+// member's HTTP API against a standby that redirects to a leader whose port
+// is closed: the error names the leader as what cannot be reached, not the
+// member that answered.
+func TestRedirectToUnreachableLeaderNamesIt(t *testing.T) {
+	leader := "http://" + closedPort(t)
+	standby := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, leader+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+	}))
+	defer standby.Close()
+	for _, args := range [][]string{
+		{"submit", "--url", standby.URL, "--token", "t", "--device", "d", "--action", "a"},
+		{"resolve", "x", "--action", "cancel", "--url", standby.URL, "--token", "t"},
+	} {
+		all := append(args, "--timeout", "5s")
+		code, _, errOut := runCLI(t, context.Background(), all...)
+		name := strings.Join(all, " ")
+		if code != int(ExitUnavailable) {
+			t.Errorf("%s: exit %d, want %d\n%s", name, code, ExitUnavailable, errOut)
+		}
+		want := "dispatcher: the member at " + standby.URL + " sent the request on to the leader at " + leader + ", which cannot be reached: connection refused: "
 		if !strings.HasPrefix(errOut, want) {
 			t.Errorf("%s: error\n  %q\nwant it to start\n  %q", name, errOut, want)
 		}
