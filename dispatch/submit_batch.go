@@ -198,10 +198,9 @@ func (d *Dispatcher) encodeIssued(batch []Command, spans []trace.Span, admitted 
 		return
 	}
 	var (
-		wg     sync.WaitGroup
-		mu     sync.Mutex
-		fault  any
-		failed bool
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		fault any // the first panic's value; never nil for a panic
 	)
 	size := (len(admitted) + workers - 1) / workers
 	for from := 0; from < len(admitted); from += size {
@@ -210,8 +209,8 @@ func (d *Dispatcher) encodeIssued(batch []Command, spans []trace.Span, admitted 
 			defer func() {
 				if v := recover(); v != nil {
 					mu.Lock()
-					if !failed {
-						fault, failed = v, true
+					if fault == nil {
+						fault = v
 					}
 					mu.Unlock()
 				}
@@ -220,7 +219,7 @@ func (d *Dispatcher) encodeIssued(batch []Command, spans []trace.Span, admitted 
 		})
 	}
 	wg.Wait()
-	if failed {
+	if fault != nil {
 		panic(fault)
 	}
 }
