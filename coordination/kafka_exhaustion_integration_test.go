@@ -306,15 +306,15 @@ func epochExhaustionAfterCoordinatorMove(t *testing.T, renewalsInWrites bool) {
 	}
 }
 
-// assertRotationCarriedRenewal asserts that the write under token rotated,
-// which exhausted its epoch, carried a's renewal: the lease that a holds is
+// assertRotationCarriedRenewal asserts that the write under exhausted, the
+// token whose epoch ran out, carried a's renewal: the lease that a holds is
 // the one that write committed, as the role's state partition shows in a
-// batch of token's producer id and epoch, and a bystander reads it.
-func assertRotationCarriedRenewal(ctx context.Context, t *testing.T, brokers []string, bystander *coordination.KafkaTransport, a *coordination.Leadership, rotated coordination.FencingToken) {
+// batch of exhausted's producer id and epoch, and a bystander reads it.
+func assertRotationCarriedRenewal(ctx context.Context, t *testing.T, brokers []string, bystander *coordination.KafkaTransport, a *coordination.Leadership, exhausted coordination.FencingToken) {
 	t.Helper()
 	held := a.Lease()
-	if held.Token != rotated {
-		t.Fatalf("A holds a lease under %s after the rotating write under %s; want the renewal that write carried", held.Token, rotated)
+	if held.Token != exhausted {
+		t.Fatalf("A holds a lease under %s after the rotating write under %s; want the renewal that write carried", held.Token, exhausted)
 	}
 	partition, err := coordination.RoleTopicPartition(a.Role())
 	if err != nil {
@@ -331,8 +331,8 @@ func assertRotationCarriedRenewal(ctx context.Context, t *testing.T, brokers []s
 			continue
 		}
 		carried++
-		if r.ProducerID != rotated.ProducerID() || r.ProducerEpoch != rotated.ProducerEpoch() {
-			t.Fatalf("A's lease %+v committed in a batch of %d:%d, not of the rotating write's %s", held, r.ProducerID, r.ProducerEpoch, rotated)
+		if r.ProducerID != exhausted.ProducerID() || r.ProducerEpoch != exhausted.ProducerEpoch() {
+			t.Fatalf("A's lease %+v committed in a batch of %d:%d, not of the rotating write's %s", held, r.ProducerID, r.ProducerEpoch, exhausted)
 		}
 	}
 	if carried != 1 {
@@ -348,7 +348,7 @@ func assertRotationCarriedRenewal(ctx context.Context, t *testing.T, brokers []s
 		}
 		return nil
 	})
-	t.Logf("the rotating write under %s carried the renewal granted at %d", rotated, held.GrantedAt)
+	t.Logf("the rotating write under %s carried the renewal granted at %d", exhausted, held.GrantedAt)
 }
 
 // recordTerm returns the term that a committed record's headers carry.
