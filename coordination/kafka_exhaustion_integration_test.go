@@ -3,7 +3,6 @@
 package coordination_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -316,38 +315,16 @@ func assertRotationCarriedRenewal(ctx context.Context, t *testing.T, brokers []s
 	if held.Token != exhausted {
 		t.Fatalf("A holds a lease under %s after the rotating write under %s; want the renewal that write carried", held.Token, exhausted)
 	}
-	partition, err := coordination.RoleTopicPartition(a.Role())
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaseKey := coordination.EncodeKey(coordination.LeaseKey(a.Role()))
-	var carried int
-	for _, r := range readCommitted(t, kafkaEnv{brokers: brokers}, partition.Topic, int32(partition.Partition)) {
-		if !bytes.Equal(r.Key, leaseKey) {
-			continue
-		}
-		lease, err := coordination.DecodeLease(r.Value)
-		if err != nil || lease != held {
-			continue
-		}
-		carried++
+	carried := committedLeases(t, kafkaEnv{brokers: brokers}, a.Role(), held)
+	for _, r := range carried {
 		if r.ProducerID != exhausted.ProducerID() || r.ProducerEpoch != exhausted.ProducerEpoch() {
 			t.Fatalf("A's lease %+v committed in a batch of %d:%d, not of the rotating write's %s", held, r.ProducerID, r.ProducerEpoch, exhausted)
 		}
 	}
-	if carried != 1 {
-		t.Fatalf("%d lease records of the role equal A's lease %+v, want 1", carried, held)
+	if len(carried) != 1 {
+		t.Fatalf("%d lease records of the role equal A's lease %+v, want 1", len(carried), held)
 	}
-	eventually(t, 10*time.Second, func() error {
-		state, err := readState(ctx, bystander, a.Role())
-		if err != nil {
-			return err
-		}
-		if state.Lease == nil || *state.Lease != held {
-			return fmt.Errorf("a bystander reads lease %+v, want %+v", state.Lease, held)
-		}
-		return nil
-	})
+	awaitBystanderLease(ctx, t, bystander, a.Role(), held)
 	t.Logf("the rotating write under %s carried the renewal granted at %d", exhausted, held.GrantedAt)
 }
 

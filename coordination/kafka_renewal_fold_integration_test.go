@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/test/kafkatest"
 )
@@ -51,16 +53,7 @@ func TestKafkaWriteCarriesRenewal(t *testing.T) {
 			t.Fatalf("lease after a Write within the lead: %+v, grant %+v, written under %s", renewed, grant, used)
 		}
 
-		eventually(t, 10*time.Second, func() error {
-			state, err := readState(ctx, bystander, role)
-			if err != nil {
-				return err
-			}
-			if state.Lease == nil || *state.Lease != renewed {
-				return fmt.Errorf("bystander reads lease %+v, want %+v", state.Lease, renewed)
-			}
-			return nil
-		})
+		awaitBystanderLease(ctx, t, bystander, role, renewed)
 
 		// Both records come from the batches of one producer and epoch;
 		// under transactions v2 the epoch names the transaction.
@@ -68,28 +61,52 @@ func TestKafkaWriteCarriesRenewal(t *testing.T) {
 		if len(data) != 1 {
 			t.Fatalf("%d records on the data topic, want 1", len(data))
 		}
-		partition, err := coordination.RoleTopicPartition(role)
-		if err != nil {
-			t.Fatal(err)
-		}
-		leaseKey := coordination.EncodeKey(coordination.LeaseKey(role))
-		var carried int
-		for _, r := range readCommitted(t, env, partition.Topic, int32(partition.Partition)) {
-			if !bytes.Equal(r.Key, leaseKey) {
-				continue
-			}
-			lease, err := coordination.DecodeLease(r.Value)
-			if err != nil || lease != renewed {
-				continue
-			}
-			carried++
+		carried := committedLeases(t, env, role, renewed)
+		for _, r := range carried {
 			if r.ProducerID != data[0].ProducerID || r.ProducerEpoch != data[0].ProducerEpoch {
 				t.Fatalf("carried lease written by %d:%d, the Write's record by %d:%d",
 					r.ProducerID, r.ProducerEpoch, data[0].ProducerID, data[0].ProducerEpoch)
 			}
 		}
-		if carried != 1 {
-			t.Fatalf("%d lease records equal the carried renewal, want 1", carried)
+		if len(carried) != 1 {
+			t.Fatalf("%d lease records equal the carried renewal, want 1", len(carried))
 		}
+	})
+}
+
+// committedLeases returns the committed records of role's lease key in its
+// state partition that hold lease.
+func committedLeases(t *testing.T, env kafkaEnv, role coordination.Role, lease coordination.Lease) []*kgo.Record {
+	t.Helper()
+	partition, err := coordination.RoleTopicPartition(role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaseKey := coordination.EncodeKey(coordination.LeaseKey(role))
+	var found []*kgo.Record
+	for _, r := range readCommitted(t, env, partition.Topic, int32(partition.Partition)) {
+		if !bytes.Equal(r.Key, leaseKey) {
+			continue
+		}
+		if l, err := coordination.DecodeLease(r.Value); err == nil && l == lease {
+			found = append(found, r)
+		}
+	}
+	return found
+}
+
+// awaitBystanderLease waits until a bystander reading role's state through
+// tr reads lease.
+func awaitBystanderLease(ctx context.Context, t *testing.T, tr *coordination.KafkaTransport, role coordination.Role, lease coordination.Lease) {
+	t.Helper()
+	eventually(t, 10*time.Second, func() error {
+		state, err := readState(ctx, tr, role)
+		if err != nil {
+			return err
+		}
+		if state.Lease == nil || *state.Lease != lease {
+			return fmt.Errorf("a bystander reads lease %+v, want %+v", state.Lease, lease)
+		}
+		return nil
 	})
 }
