@@ -172,6 +172,17 @@ const (
 	// retry.backoff.max.ms). The backoff starts at a tenth of it and
 	// doubles.
 	DefaultKafkaRetryBackoffMax = time.Second
+
+	// DefaultKafkaConcurrentTransactionsBackoff is the pause before a
+	// transactional request that the coordinator answered
+	// CONCURRENT_TRANSACTIONS is sent again, in place of franz-go's 20ms. The
+	// coordinator answers so while it completes the previous transaction of
+	// the transactional id, which takes a few milliseconds after a reader
+	// already sees its records: a standby that reads a resignation and
+	// challenges at once meets it with its InitProducerId, and a 20ms pause
+	// would be most of a handover's cost. franz-go lengthens the pause itself
+	// when the answer repeats for more than a second.
+	DefaultKafkaConcurrentTransactionsBackoff = 5 * time.Millisecond
 )
 
 // kafkaMaxFetchWait bounds one long-poll fetch of
@@ -205,7 +216,8 @@ func NewKafkaTransport(lease LeaseConfig, brokers ...string) (*KafkaTransport, e
 // kgo.WithLogger, kgo.MaxVersions.
 //
 // Every client of the transport gets its defaults
-// ([DefaultKafkaMetadataMinAge], [DefaultKafkaRetryBackoffMax]), which these
+// ([DefaultKafkaMetadataMinAge], [DefaultKafkaRetryBackoffMax],
+// [DefaultKafkaConcurrentTransactionsBackoff]), which these
 // options override, followed by the ones the transport's rules require, which
 // win over these options: a manual partitioner, acks=all,
 // idempotent writes, read_committed reads, and, for a role's producer, the
@@ -277,6 +289,7 @@ func (t *KafkaTransport) clientOpts(extra ...kgo.Opt) []kgo.Opt {
 	opts := []kgo.Opt{
 		kgo.MetadataMinAge(DefaultKafkaMetadataMinAge),
 		kgo.RetryBackoffFn(retryBackoff),
+		kgo.ConcurrentTransactionsBackoff(DefaultKafkaConcurrentTransactionsBackoff),
 	}
 	opts = append(opts, t.opts...)
 	opts = append(opts,

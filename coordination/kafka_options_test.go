@@ -82,6 +82,9 @@ func TestKafkaProducerOptions(t *testing.T) {
 	if got, _ := cl.OptValue(kgo.MetadataMinAge).(time.Duration); got != coordination.DefaultKafkaMetadataMinAge {
 		t.Errorf("metadata min age %v, want %v", got, coordination.DefaultKafkaMetadataMinAge)
 	}
+	if got, _ := cl.OptValue(kgo.ConcurrentTransactionsBackoff).(time.Duration); got != coordination.DefaultKafkaConcurrentTransactionsBackoff {
+		t.Errorf("CONCURRENT_TRANSACTIONS backoff %v, want %v", got, coordination.DefaultKafkaConcurrentTransactionsBackoff)
+	}
 	if got, _ := cl.OptValue(kgo.RequiredAcks).(kgo.Acks); got != kgo.AllISRAcks() {
 		t.Errorf("acks %v, want all", got)
 	}
