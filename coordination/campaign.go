@@ -22,6 +22,15 @@ type campaign struct {
 
 	waiter PartitionWaiter // nil when the transport cannot long-poll
 
+	// preparer is nil when the transport cannot prepare an epoch. preparing
+	// is closed when the preparation in flight ends, nil when none runs;
+	// preparedAt is the clock's instant of the last one begun, if begun.
+	preparer   EpochPreparer
+	preparing  chan struct{}
+	stopPrep   context.CancelFunc
+	preparedAt int64
+	begun      bool
+
 	// spurious says that the last wake-up of the waiter was followed by a
 	// read that showed nothing new; the next wait then takes the clock only,
 	// so a waiter that answers too eagerly cannot spin the loop.
@@ -45,6 +54,7 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 	if err := c.register(ctx); err != nil {
 		return nil, err
 	}
+	defer c.endPrepare()
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -117,6 +127,9 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 			// once: the transport may long-poll, and a standby should see a
 			// resignation quickly. A read that showed nothing new is followed
 			// by a wait until the next evaluation is due, or a poll interval.
+			if rank, ok := state.RankOf(c.member); ok && rank == 0 && state.Lease != nil {
+				c.prepare(ctx, now)
+			}
 			if changed {
 				continue
 			}
@@ -126,6 +139,48 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 			}
 		}
 	}
+}
+
+// prepare lets the transport get ready to take the epoch, in a goroutine of
+// the campaign, when this member is the first in line behind a holder: the
+// challenge after a resignation or a lapsed lease then pays for the
+// InitProducerId, not for the connections of a new client. One preparation
+// runs at a time, at most once per poll interval; its error is ignored,
+// because the challenge works without it.
+func (c *campaign) prepare(ctx context.Context, now int64) {
+	if c.preparer == nil {
+		return
+	}
+	if c.preparing != nil {
+		select {
+		case <-c.preparing:
+			c.preparing = nil
+		default:
+			return
+		}
+	}
+	if c.begun && millisBetween(c.preparedAt, now) < c.settings.pollInterval {
+		return
+	}
+	c.preparedAt, c.begun = now, true
+	prepCtx, cancel := context.WithTimeout(ctx, c.settings.lease.Duration())
+	done := make(chan struct{})
+	c.preparing, c.stopPrep = done, cancel
+	go func() {
+		defer close(done)
+		defer cancel()
+		_ = c.preparer.PrepareEpoch(prepCtx, c.role)
+	}()
+}
+
+// endPrepare cancels the preparation in flight and waits for it to end.
+func (c *campaign) endPrepare() {
+	if c.preparing == nil {
+		return
+	}
+	c.stopPrep()
+	<-c.preparing
+	c.preparing = nil
 }
 
 // clearedLease returns the instant of the first read that showed the lease

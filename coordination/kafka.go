@@ -86,7 +86,8 @@ type KafkaTransport struct {
 
 	mu        sync.Mutex
 	closed    bool
-	producers map[string]*roleProducer // by role name
+	producers map[string]*roleProducer   // by role name
+	prepared  map[string]*preparedClient // by role name, see PrepareEpoch
 	readers   map[TopicPartition]*partitionReader
 	readWait  readWait
 }
@@ -236,6 +237,7 @@ func NewKafkaTransportWithClientOptions(lease LeaseConfig, opts ...kgo.Opt) (*Ka
 		lease:     lease,
 		opts:      append([]kgo.Opt(nil), opts...),
 		producers: make(map[string]*roleProducer),
+		prepared:  make(map[string]*preparedClient),
 		readers:   make(map[TopicPartition]*partitionReader),
 		readWait:  readWait{bound: lease.duration},
 	}
@@ -319,13 +321,16 @@ func (t *KafkaTransport) Close() {
 		return
 	}
 	t.closed = true
-	producers := t.producers
-	t.producers = nil
+	producers, prepared := t.producers, t.prepared
+	t.producers, t.prepared = nil, nil
 	t.readers = nil
 	t.mu.Unlock()
 
 	for _, p := range producers {
 		p.end(fmt.Errorf("coordination: role %s: %w", p.role, errTransportClosed))
+	}
+	for _, p := range prepared {
+		p.client.Close()
 	}
 	t.plain.Close()
 }

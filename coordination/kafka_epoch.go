@@ -99,10 +99,12 @@ func (p *roleProducer) release() { <-p.slot }
 // fences it: every later write of an older token fails. It returns the new
 // token.
 //
-// AcquireEpoch is the only call of the transport that creates a
-// transactional producer. A producer of the same role that this transport
-// held before is closed first, so a [Leadership] that wrote through it ends
-// with an error that wraps [ErrFenced] at its next write.
+// AcquireEpoch is the only call of the transport that runs an
+// InitProducerId. It takes the client that [KafkaTransport.PrepareEpoch]
+// connected for the role, if there is one, and creates one otherwise. A
+// producer of the same role that this transport held before is closed first,
+// so a [Leadership] that wrote through it ends with an error that wraps
+// [ErrFenced] at its next write.
 //
 // On an error no producer of the role remains in the transport. Cancelling
 // ctx abandons the wait, and the InitProducerId may still land: the
@@ -121,14 +123,17 @@ func (t *KafkaTransport) AcquireEpoch(ctx context.Context, role Role) (FencingTo
 	}
 	old := t.producers[role.name]
 	delete(t.producers, role.name)
+	client := t.takePrepared(role)
 	t.mu.Unlock()
 	if old != nil {
 		old.end(fmt.Errorf("coordination: role %s: a later AcquireEpoch in this process took the role: %w", role, ErrFenced))
 	}
 
-	client, err := kgo.NewClient(t.ProducerOptions(role.name)...)
-	if err != nil {
-		return NoEpoch, fmt.Errorf("coordination: acquire epoch of role %s: %w", role, err)
+	if client == nil {
+		var err error
+		if client, err = kgo.NewClient(t.ProducerOptions(role.name)...); err != nil {
+			return NoEpoch, fmt.Errorf("coordination: acquire epoch of role %s: %w", role, err)
+		}
 	}
 	id, epoch, err := client.ProducerID(ctx)
 	if err != nil {

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -199,6 +201,7 @@ func runTransportSuite(t *testing.T, env kafkaEnv) {
 	t.Run("WaitPartition", func(t *testing.T) { testWaitPartition(t, env) })
 	t.Run("ReadAfterLogStartMoved", func(t *testing.T) { testReadAfterLogStartMoved(t, env) })
 	t.Run("NoProducerNoWrite", func(t *testing.T) { testNoProducerNoWrite(t, env) })
+	t.Run("PrepareEpoch", func(t *testing.T) { testPrepareEpoch(t, env) })
 }
 
 // testAcquireDescribeWriteRead: a role no member took reports no epoch; an
@@ -719,4 +722,77 @@ func counterSum(t *testing.T, reader *sdkmetric.ManualReader, name string) float
 		}
 	}
 	return sum
+}
+
+// connectCounter counts the connections that a transport's clients open.
+type connectCounter struct{ n atomic.Int64 }
+
+func (c *connectCounter) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	if err == nil {
+		c.n.Add(1)
+	}
+}
+
+// testPrepareEpoch: PrepareEpoch takes nothing from the holder, whose writes
+// go on under its token while the coordinator keeps it; an AcquireEpoch
+// after it opens no connection, because the prepared client has them all;
+// and the acquisition then fences the holder as a cold one does.
+func testPrepareEpoch(t *testing.T, env kafkaEnv) {
+	ctx := testCtx(t, 60*time.Second)
+	role := uniqueRole(t)
+	partition, err := coordination.RoleTopicPartition(role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := env.transport(t, testLease(t))
+	token, err := holder.AcquireEpoch(ctx, role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := coordination.EncodeKey(coordination.LeaseKey(role))
+	write := func(token coordination.FencingToken, at int64) (coordination.FencingToken, error) {
+		l := testLease(t).Grant(member(t, "holder"), token, at)
+		return holder.WriteGuarded(ctx, role, token, []coordination.GuardedRecord{{Partition: partition, Key: key, Value: coordination.EncodeLease(l)}})
+	}
+	if token, err = write(token, 1000); err != nil {
+		t.Fatal(err)
+	}
+
+	var connects connectCounter
+	env.opts = append(slices.Clone(env.opts), kgo.WithHooks(&connects))
+	standby := env.transport(t, testLease(t))
+	if err := standby.PrepareEpoch(ctx, coordination.Role{}); err == nil {
+		t.Fatal("PrepareEpoch of the empty role succeeded")
+	}
+	for range 2 { // the second call finds the client prepared
+		if err := standby.PrepareEpoch(ctx, role); err != nil {
+			t.Fatalf("PrepareEpoch: %v", err)
+		}
+	}
+	if token, err = write(token, 2000); err != nil {
+		t.Fatalf("the holder's write after a standby prepared: %v", err)
+	}
+	assertDescribed(ctx, t, holder, role, token)
+
+	before := connects.n.Load()
+	taken, err := standby.AcquireEpoch(ctx, role)
+	if err != nil {
+		t.Fatalf("AcquireEpoch after PrepareEpoch: %v", err)
+	}
+	if opened := connects.n.Load() - before; opened != 0 {
+		t.Errorf("AcquireEpoch after PrepareEpoch opened %d connections, want none", opened)
+	}
+	if !taken.Supersedes(token) {
+		t.Fatalf("acquired %s after the holder's %s", taken, token)
+	}
+	if _, err := write(token, 3000); !errors.Is(err, coordination.ErrFenced) {
+		t.Fatalf("the holder's write after the acquisition = %v, want ErrFenced", err)
+	}
+	if err := standby.PrepareEpoch(ctx, role); err != nil {
+		t.Fatalf("PrepareEpoch of a role the transport holds: %v", err)
+	}
+	standby.Close()
+	if err := standby.PrepareEpoch(ctx, role); err == nil {
+		t.Fatal("PrepareEpoch after Close succeeded")
+	}
 }

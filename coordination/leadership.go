@@ -141,6 +141,7 @@ func AcquireLeadership(ctx context.Context, transport Transport, role Role, memb
 		clearedOffset: -1,
 	}
 	c.waiter, _ = transport.(PartitionWaiter)
+	c.preparer, _ = transport.(EpochPreparer)
 	l, err := c.run(ctx)
 	if err != nil {
 		c.withdraw(ctx)

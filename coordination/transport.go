@@ -82,6 +82,24 @@ type PartitionWaiter interface {
 	WaitPartition(ctx context.Context, partition TopicPartition, after int64) error
 }
 
+// EpochPreparer is implemented by a [Transport] that can get ready to take a
+// role's epoch ahead of [Coordinator.AcquireEpoch], so that the call costs
+// the InitProducerId and little else.
+//
+// [AcquireLeadership] calls it in the background while this member is the
+// first in line for a role that another member holds, at most once per poll
+// interval, and ignores its error: preparing is an optimisation, and the
+// challenge works without it. PrepareEpoch must not take the epoch or touch
+// the role's transactional state: a prepared transport fences no one.
+// [KafkaTransport] creates the role's transactional client and opens its
+// connections, which a handover would otherwise pay for after the
+// resignation.
+type EpochPreparer interface {
+	// PrepareEpoch gets ready to take the epoch of role. It is cheap to call
+	// again once ready.
+	PrepareEpoch(ctx context.Context, role Role) error
+}
+
 // Transport is every cluster operation that this package performs, and it is
 // nothing else. One adapter type satisfies all four interfaces.
 //

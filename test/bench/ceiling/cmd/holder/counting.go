@@ -18,11 +18,13 @@ import (
 // passes the optional interfaces of the transport through, because
 // coordination asserts them on the transport it is given: a wrapper that hid
 // PartitionWaiter would make every standby poll instead of long-poll, and
-// the handover would measure the wrapper.
+// one that hid EpochPreparer would make the first standby connect its
+// producer after the resignation: the handover would measure the wrapper.
 type countingTransport struct {
 	inner   coordination.Transport
 	guarded coordination.GuardedWriter   // nil when inner writes no guarded transactions
 	waiter  coordination.PartitionWaiter // nil when inner cannot long-poll
+	prep    coordination.EpochPreparer
 
 	mu     sync.Mutex
 	counts map[string]int64
@@ -31,17 +33,24 @@ type countingTransport struct {
 var (
 	_ coordination.GuardedWriter   = (*countingTransport)(nil)
 	_ coordination.PartitionWaiter = (*countingTransport)(nil)
+	_ coordination.EpochPreparer   = (*countingTransport)(nil)
 )
 
-// newCountingTransport wraps a transport that implements GuardedWriter and
-// PartitionWaiter, as KafkaTransport does.
+// newCountingTransport wraps a transport that implements GuardedWriter,
+// PartitionWaiter and EpochPreparer, as KafkaTransport does.
 func newCountingTransport(inner coordination.Transport) (*countingTransport, error) {
 	g, ok1 := inner.(coordination.GuardedWriter)
 	w, ok2 := inner.(coordination.PartitionWaiter)
-	if !ok1 || !ok2 {
-		return nil, fmt.Errorf("holder: transport %T lacks GuardedWriter or PartitionWaiter", inner)
+	p, ok3 := inner.(coordination.EpochPreparer)
+	if !ok1 || !ok2 || !ok3 {
+		return nil, fmt.Errorf("holder: transport %T lacks GuardedWriter, PartitionWaiter or EpochPreparer", inner)
 	}
-	return &countingTransport{inner: inner, guarded: g, waiter: w, counts: map[string]int64{}}, nil
+	return &countingTransport{inner: inner, guarded: g, waiter: w, prep: p, counts: map[string]int64{}}, nil
+}
+
+func (c *countingTransport) PrepareEpoch(ctx context.Context, role coordination.Role) error {
+	c.add("PrepareEpoch")
+	return c.prep.PrepareEpoch(ctx, role)
 }
 
 func (c *countingTransport) WaitPartition(ctx context.Context, partition coordination.TopicPartition, after int64) error {
