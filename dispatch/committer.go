@@ -168,9 +168,10 @@ type committer struct {
 	// due reports that the queue holds an item that makes a transaction
 	// due. lingerFrom is when the commit linger of the next transaction
 	// started, when the first such item queued, or zero for no linger;
-	// ridesFrom is when the first item that rides queued.
-	due                   bool
-	lingerFrom, ridesFrom time.Time
+	// ridesFrom is when the first item that rides queued, and ridesLast
+	// when the latest one did.
+	due                              bool
+	lingerFrom, ridesFrom, ridesLast time.Time
 	// hurried reports that nothing more will make a transaction due
 	// (intake stopped), so that riding records do not wait.
 	hurried bool
@@ -178,8 +179,11 @@ type committer struct {
 	// held counts the holds in force (see hold): while there is one, no
 	// transaction starts unless the queue is full.
 	held int
-	wake chan struct{}
-	room chan struct{} // closed and replaced when the queue shrinks
+	// coming counts the announcements in force (see announce): while there
+	// is one, riding records wait up to a transaction's time for it.
+	coming int
+	wake   chan struct{}
+	room   chan struct{} // closed and replaced when the queue shrinks
 
 	// committedAt is when the last transaction ended, and commitTook a
 	// moving average of how long a transaction takes from its start to
@@ -230,8 +234,11 @@ func (c *committer) enqueue(items ...*item) {
 		switch {
 		case due && !c.due:
 			c.due, c.lingerFrom = true, now
-		case !due && c.ridesFrom.IsZero():
-			c.ridesFrom = now
+		case !due:
+			if c.ridesFrom.IsZero() {
+				c.ridesFrom = now
+			}
+			c.ridesLast = now
 		}
 	}
 	c.queue = append(c.queue, items...)
@@ -281,6 +288,31 @@ func (c *committer) release(flush bool) {
 	if flush && c.held == 0 && c.due {
 		c.lingerFrom = time.Time{}
 	}
+	c.poke()
+}
+
+// announce tells the commit loop that records which make a transaction
+// due are on their way: a caller that is about to prepare a large batch
+// (a thousand Issued records take milliseconds) announces it first, so
+// that outcomes riding the queue do not leave in a transaction of their own
+// a moment before the batch arrives, which the batch would then wait for.
+// While an announcement is in force, riding records wait up to one
+// transaction's time (the moving average), the most that such a
+// transaction would cost the batch, instead of the outcome linger alone.
+// Unlike hold, it delays no record that makes a transaction due. Each
+// announce needs a matching arrived.
+func (c *committer) announce() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.coming++
+	c.poke()
+}
+
+// arrived ends an announcement: its records are queued, or none will come.
+func (c *committer) arrived() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.coming--
 	c.poke()
 }
 
@@ -418,7 +450,7 @@ func (c *committer) takeLocked() []*item {
 	batch := c.queue[:n:n]
 	c.queue = c.queue[n:]
 	c.records, c.bytes, c.hasIntake = 0, 0, false
-	c.ridesFrom = time.Time{}
+	c.ridesFrom, c.ridesLast = time.Time{}, time.Time{}
 	if len(c.queue) == 0 {
 		c.queue = nil
 		c.due, c.lingerFrom = false, time.Time{}
@@ -450,15 +482,22 @@ func (c *committer) takeLocked() []*item {
 // A queue of riding records alone (outcomes) waits for a record that makes
 // a transaction due, so that they share its transaction instead of taking
 // one of their own, which the next Issued records would have to wait for:
-// at most the outcome linger after the first of them queued, and at least
-// the commit gap. A full batch of them, or one after intake stopped, waits
+// until the outcome linger passed without another of them queueing, and at
+// least the commit gap. A burst of outcomes (a device that works through a
+// batch of commands) thus rides until it ends, when its client is likely to
+// submit again. A full batch of them, or one after intake stopped, waits
 // for the gap alone.
 //
 // The ride is also no longer than a transaction takes (the moving average
-// of the recent ones): riding spares the next Issued records the wait for
-// a transaction of outcomes alone, at most one commit, and a longer ride
-// would cost the outcomes more than it can spare the commands. Where
-// commits are fast, outcomes without commands after them commit soon.
+// of the recent ones), counted from the first riding record: riding spares
+// the next Issued records the wait for a transaction of outcomes alone, at
+// most one commit, and a longer ride would cost the outcomes more than it
+// can spare the commands. Where commits are fast, outcomes without
+// commands after them commit soon. While a batch is announced (see
+// announce), the ride lasts that transaction's time: the batch is known to
+// come, and would wait that long behind outcomes that left alone. Before
+// the first commit, the ride is the outcome linger from the first riding
+// record.
 //
 // Nothing waits while the queue is at its bound, where submitters wait for
 // room. The caller holds c.mu, and the queue is not empty.
@@ -474,11 +513,14 @@ func (c *committer) lingerFor() time.Duration {
 	var wait time.Duration
 	switch {
 	case !c.due && !c.hurried:
-		ride := b.ride
-		if c.commitTook > 0 && c.commitTook < ride {
-			ride = c.commitTook
+		switch first := time.Since(c.ridesFrom); {
+		case c.commitTook <= 0:
+			wait = b.ride - first
+		case c.coming > 0 || c.commitTook < b.ride:
+			wait = c.commitTook - first
+		default:
+			wait = min(b.ride-time.Since(c.ridesLast), c.commitTook-first)
 		}
-		wait = ride - time.Since(c.ridesFrom)
 	case c.due && b.linger > 0 && !c.lingerFrom.IsZero():
 		wait = b.linger - time.Since(c.lingerFrom)
 	}

@@ -638,3 +638,123 @@ func TestCommitterOutcomesRideWithTheNextDueTransaction(t *testing.T) {
 		})
 	})
 }
+
+// TestCommitterOutcomesWaitForAnAnnouncedBatch: while a batch is announced,
+// outcomes ride past the outcome linger, up to a transaction's time, and
+// leave with the batch's first Issued record; an announcement that brings
+// nothing holds them no longer than that, and without one they leave at
+// the outcome linger.
+func TestCommitterOutcomesWaitForAnAnnouncedBatch(t *testing.T) {
+	bounds := wideBounds
+	bounds.linger, bounds.gap, bounds.ride = 0, 0, 10*time.Millisecond
+	const took = 30 * time.Millisecond // longer than the ride
+	for _, tc := range []struct {
+		name     string
+		announce bool
+		arrives  time.Duration // after the outcome, or 0 for never
+		want     [][]string
+		wantAt   time.Duration // the second transaction's start, after the outcome queued
+	}{
+		{"announced, arrives", true, 25 * time.Millisecond, [][]string{{"a"}, {"out:x", "b"}}, 25 * time.Millisecond},
+		{"announced, never arrives", true, 0, [][]string{{"a"}, {"out:x"}}, took},
+		{"not announced", false, 25 * time.Millisecond, [][]string{{"a"}, {"out:x"}, {"b"}}, bounds.ride},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newCommitterRig(t, bounds, took, nil)
+				r.start(t.Context())
+				r.c.enqueue(issuedOf(t, "a"))
+				time.Sleep(time.Second) // one commit behind: the average is took
+				if tc.announce {
+					r.c.announce()
+				}
+				queued := time.Now()
+				x := outcomeOf(t, "x")
+				x.rides = true
+				r.c.enqueue(x)
+				if tc.arrives > 0 {
+					time.Sleep(tc.arrives)
+					r.c.enqueue(issuedOf(t, "b"))
+				}
+				if tc.announce && tc.arrives > 0 {
+					r.c.arrived()
+				}
+				time.Sleep(time.Second)
+				if tc.announce && tc.arrives == 0 {
+					r.c.arrived()
+				}
+				txns := r.w.written()
+				var got [][]string
+				for _, txn := range txns {
+					got = append(got, idsOf(txn.entries))
+				}
+				if !slices.EqualFunc(got, tc.want, slices.Equal[[]string]) {
+					t.Fatalf("transactions %v, want %v", got, tc.want)
+				}
+				if at := txns[1].start.Sub(queued); at != tc.wantAt {
+					t.Errorf("second transaction %v after the outcome queued, want %v", at, tc.wantAt)
+				}
+				r.c.stop()
+				<-r.done
+			})
+		})
+	}
+}
+
+// TestCommitterOutcomeBurstRidesUntilItEnds: outcomes that keep queueing
+// ride until the outcome linger passes without another one, so the Issued
+// records that follow a burst carry all of it; a burst that goes on leaves
+// a transaction's time after its first outcome.
+func TestCommitterOutcomeBurstRidesUntilItEnds(t *testing.T) {
+	bounds := wideBounds
+	bounds.linger, bounds.gap, bounds.ride = 0, 0, 10*time.Millisecond
+	const (
+		took  = 30 * time.Millisecond
+		every = 4 * time.Millisecond
+	)
+	for _, tc := range []struct {
+		name     string
+		outcomes int
+		issuedAt time.Duration // after the first outcome
+		want     int           // transactions after the first
+		wantAt   time.Duration // the second transaction's start, after the first outcome
+	}{
+		{"a burst, then commands", 6, 27 * time.Millisecond, 1, 27 * time.Millisecond},
+		// Outcomes 0-28ms leave at 30ms, 32-60ms at 62ms, 64-76ms when that
+		// commit ends, and the command on its own.
+		{"a burst longer than a commit", 20, 100 * time.Millisecond, 4, took},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newCommitterRig(t, bounds, took, nil)
+				r.start(t.Context())
+				r.c.enqueue(issuedOf(t, "a"))
+				time.Sleep(time.Second) // one commit behind: the average is took
+				first := time.Now()
+				go func() {
+					for i := range tc.outcomes {
+						x := outcomeOf(t, fmt.Sprint("x", i))
+						x.rides = true
+						r.c.enqueue(x)
+						time.Sleep(every)
+					}
+				}()
+				time.Sleep(tc.issuedAt)
+				r.c.enqueue(issuedOf(t, "b"))
+				time.Sleep(time.Second)
+				txns := r.w.written()
+				if got := len(txns) - 1; got != tc.want {
+					t.Fatalf("%d transactions after the first, want %d", got, tc.want)
+				}
+				if at := txns[1].start.Sub(first); at != tc.wantAt {
+					t.Errorf("second transaction %v after the first outcome, want %v", at, tc.wantAt)
+				}
+				if tc.want == 1 && len(txns[1].entries) != tc.outcomes+1 {
+					t.Errorf("the commands' transaction carried %d records, want the %d outcomes and the command", len(txns[1].entries), tc.outcomes)
+				}
+				r.c.stop()
+				<-r.done
+			})
+		})
+	}
+}

@@ -86,9 +86,12 @@ const (
 	// dispatch; a transaction of outcomes alone, started just before the
 	// next commands queue, makes those commands wait for its whole commit
 	// before their own starts, so under load the outcomes of one burst ride
-	// with the commands of the next instead. The price is that an outcome
+	// with the commands of the next instead. The linger counts from the
+	// latest outcome, so a burst of them rides until it ends, and never
+	// past one commit's time after the first. The price is that an outcome
 	// with no command after it commits up to this much later, or up to
-	// one commit's time when commits are faster than this. After
+	// one commit's time when commits are faster than this or a
+	// [Dispatcher.SubmitBatch] call is preparing its records. After
 	// [Dispatcher.StopIntake] outcomes no longer wait. Change it with
 	// [WithOutcomeLinger]; zero makes outcomes start a transaction like any
 	// other record.
@@ -356,11 +359,14 @@ func WithCommitGap(d time.Duration) Option {
 
 // WithOutcomeLinger sets how long outcome records that have the queue to
 // themselves wait for a transaction that is due anyway before they start
-// one of their own, overriding [DefaultOutcomeLinger]. They never wait less
-// than the commit gap, nor once their batch is full or the queue is at its
-// bound, nor after [Dispatcher.StopIntake]. Nor do they wait longer than a
-// transaction of the log takes (a moving average of the recent ones): their
-// own transaction would cost the next commands no more than that. Zero
+// one of their own, overriding [DefaultOutcomeLinger]; the wait counts from
+// the latest of them, so that a burst of outcomes rides until it ends. They
+// never wait less than the commit gap, nor once their batch is full or the
+// queue is at its bound, nor after [Dispatcher.StopIntake]. Nor do they
+// wait longer than a transaction of the log takes (a moving average of the
+// recent ones) after the first of them: their own transaction would cost
+// the next commands no more than that. While a [Dispatcher.SubmitBatch]
+// call prepares its records, they wait up to that long for them. Zero
 // makes an outcome start a transaction like any other record, after the
 // commit linger. The wait never reorders the log: an outcome goes in the
 // same transaction as the records queued before it, or a later one.

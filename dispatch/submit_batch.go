@@ -61,6 +61,18 @@ func (d *Dispatcher) SubmitBatch(ctx context.Context, cmds []Command) []SubmitRe
 		}
 		return results
 	}
+	// Preparing a large batch takes milliseconds before its first record
+	// queues: outcomes riding the queue meanwhile wait for it, rather than
+	// leave in a transaction of their own that the batch would wait for.
+	d.commits.announce()
+	announced := true
+	arrived := func() {
+		if announced {
+			announced = false
+			d.commits.arrived()
+		}
+	}
+	defer arrived()
 	todo := make([]int, 0, len(cmds))
 	batch := make([]Command, len(cmds))
 	now := d.now()
@@ -82,6 +94,7 @@ func (d *Dispatcher) SubmitBatch(ctx context.Context, cmds []Command) []SubmitRe
 	if err != nil {
 		return fail(err, todo)
 	}
+	arrived()
 	for _, i := range todo {
 		if accepted[i] == nil {
 			continue

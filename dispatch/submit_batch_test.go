@@ -147,6 +147,7 @@ func TestSubmitBatchRefusalsStandAlone(t *testing.T) {
 		if fmt.Sprint(dispatched) != fmt.Sprint(want) {
 			t.Errorf("device calls %v, want %v", dispatched, want)
 		}
+		checkNoneComing(t, h)
 		h.stop()
 	})
 }
@@ -180,6 +181,7 @@ func TestSubmitBatchAfterHalt(t *testing.T) {
 						t.Errorf("the dispatcher recorded %s", e.Issued.Command.ID)
 					}
 				}
+				checkNoneComing(t, h)
 				if tc.want != ErrHalted {
 					h.stop()
 				}
@@ -305,6 +307,19 @@ func TestSubmitBatchContextEnds(t *testing.T) {
 				t.Errorf("result %d: %+v, %v; want the context's deadline", i, r.Outcome, r.Err)
 			}
 		}
+		checkNoneComing(t, h)
 		h.stop()
 	})
+}
+
+// checkNoneComing asserts that every SubmitBatch call ended its
+// announcement: one left in force would keep outcomes riding up to a
+// transaction's time for good.
+func checkNoneComing(t *testing.T, h *harness) {
+	t.Helper()
+	h.d.commits.mu.Lock()
+	defer h.d.commits.mu.Unlock()
+	if n := h.d.commits.coming; n != 0 {
+		t.Errorf("%d batch announcements still in force", n)
+	}
 }
