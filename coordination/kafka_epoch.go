@@ -167,7 +167,14 @@ func (t *KafkaTransport) AcquireEpoch(ctx context.Context, role Role) (FencingTo
 		racing.end(fmt.Errorf("coordination: role %s: a later AcquireEpoch in this process took the role: %w", role, ErrFenced))
 	}
 	t.producers[role.name] = p
+	// A PrepareEpoch that was connecting while this call ran may have left
+	// a client behind; the role needs none while it is held.
+	stale := t.prepared[role.name]
+	delete(t.prepared, role.name)
 	t.mu.Unlock()
+	if stale != nil {
+		stale.client.Close()
+	}
 	return token, nil
 }
 
