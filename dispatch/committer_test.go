@@ -661,10 +661,7 @@ func TestCommitterOutcomesWaitForAnAnnouncedBatch(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				r := newCommitterRig(t, bounds, took, nil)
-				r.start(t.Context())
-				r.c.enqueue(issuedOf(t, "a"))
-				time.Sleep(time.Second) // one commit behind: the average is took
+				r := startedAfterOneCommit(t, bounds, took)
 				if tc.announce {
 					r.c.announce()
 				}
@@ -726,10 +723,7 @@ func TestCommitterOutcomeBurstRidesUntilItEnds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				r := newCommitterRig(t, bounds, took, nil)
-				r.start(t.Context())
-				r.c.enqueue(issuedOf(t, "a"))
-				time.Sleep(time.Second) // one commit behind: the average is took
+				r := startedAfterOneCommit(t, bounds, took)
 				first := time.Now()
 				go func() {
 					for i := range tc.outcomes {
@@ -757,4 +751,16 @@ func TestCommitterOutcomeBurstRidesUntilItEnds(t *testing.T) {
 			})
 		})
 	}
+}
+
+// startedAfterOneCommit returns a running committer rig that has committed
+// one Issued record, "a", so the moving average of its commits is took. The
+// caller is inside a synctest bubble.
+func startedAfterOneCommit(t *testing.T, bounds commitBounds, took time.Duration) *committerRig {
+	t.Helper()
+	r := newCommitterRig(t, bounds, took, nil)
+	r.start(t.Context())
+	r.c.enqueue(issuedOf(t, "a"))
+	time.Sleep(time.Second)
+	return r
 }
