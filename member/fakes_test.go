@@ -118,6 +118,8 @@ func (w *fakeWork) Run(ctx context.Context) error {
 	}
 }
 
+func (w *fakeWork) StopIntake() { w.j.add("stop intake") }
+
 func (w *fakeWork) Drain(ctx context.Context) error {
 	w.j.add("drain")
 	if w.drain != nil {
@@ -147,7 +149,13 @@ type campaignAnswer struct {
 func newRig(t *testing.T, options ...Option) *rig {
 	t.Helper()
 	r := &rig{t: t, j: &journal{}, events: make(chan Event, 64), works: make(chan *fakeWork, 8), grants: make(chan campaignAnswer, 8), ran: make(chan error, 1)}
-	options = append(options, WithEventHandler(func(e Event) { r.events <- e }))
+	options = append(options, WithEventHandler(func(e Event) {
+		// The journal places the draining event among the calls it follows.
+		if e.Kind == EventDraining {
+			r.j.add("event draining")
+		}
+		r.events <- e
+	}))
 	cfg, err := newSettings(options)
 	if err != nil {
 		t.Fatal(err)

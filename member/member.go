@@ -38,6 +38,7 @@ type leadership interface {
 type work interface {
 	Run(ctx context.Context) error
 	Ready() <-chan struct{}
+	StopIntake()
 	Drain(ctx context.Context) error
 }
 
@@ -300,7 +301,9 @@ func (m *Member) lead(ctx context.Context, l leadership) (pause time.Duration, e
 	}
 
 	// Stopping while leading: intake first, then the drain, then the halt,
-	// then the resignation.
+	// then the resignation. Intake stops before the phase and the event say
+	// so: whoever acts on EventDraining finds it closed.
+	w.StopIntake()
 	m.setPhase(PhaseDraining, nil)
 	m.emit(Event{Kind: EventDraining, Term: l.Term(), Token: l.Token()})
 	dctx, dcancel := context.WithTimeout(context.Background(), m.cfg.drainTimeout)
@@ -438,6 +441,8 @@ func newHoldOnly(l leadership) holdOnly {
 }
 
 func (h holdOnly) Ready() <-chan struct{} { return h.ready }
+
+func (h holdOnly) StopIntake() {}
 
 func (h holdOnly) Drain(context.Context) error { return nil }
 

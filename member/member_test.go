@@ -41,7 +41,7 @@ func TestStopDrainsThenHaltsThenResigns(t *testing.T) {
 			t.Fatalf("Run: %v", err)
 		}
 		r.expect(EventDraining, EventResigned, EventStopped)
-		if got, want := r.j.all(), []string{"campaign", "drain", "halt", "resign"}; !slices.Equal(got, want) {
+		if got, want := r.j.all(), []string{"campaign", "stop intake", "event draining", "drain", "halt", "resign"}; !slices.Equal(got, want) {
 			t.Errorf("calls %v, want %v", got, want)
 		}
 		if s := r.m.Status(); s.Phase != PhaseStopped || s.Leading() || s.Authority.Term != coordination.NoTerm {
@@ -338,7 +338,7 @@ func TestHoldOnlyLeadsUntilStopped(t *testing.T) {
 		r.cancel()
 		<-r.ran
 		r.expect(EventDraining, EventResigned, EventStopped)
-		if got := r.j.all(); !slices.Equal(got, []string{"campaign", "resign"}) {
+		if got := r.j.all(); !slices.Equal(got, []string{"campaign", "event draining", "resign"}) {
 			t.Errorf("calls %v", got)
 		}
 	})
