@@ -14,6 +14,7 @@ import (
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
 	"github.com/krabka-io/krabka-dispatch/test/kafkatest"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -296,13 +297,40 @@ func TestDrainCheckpointOnCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// end is the partition's end once no transaction is open on it: EndTxn
+	// returns before the broker writes the commit markers, so the high
+	// watermark moves by one after a commit returned, and the last stable
+	// offset trails it until then.
+	adm, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
 	end := func() int64 {
 		t.Helper()
-		_, end, err := reader.Bounds(t.Context(), tp.logPartition())
-		if err != nil {
-			t.Fatal(err)
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		for {
+			_, hw, err := reader.Bounds(ctx, tp.logPartition())
+			if err != nil {
+				t.Fatal(err)
+			}
+			listed, err := kadm.NewClient(adm).ListCommittedOffsets(ctx, tp.log)
+			if err == nil {
+				err = listed.Error()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o, ok := listed.Lookup(tp.log, 0); ok && o.Offset == hw {
+				return hw
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("the log partition's markers did not land: %v", ctx.Err())
+			case <-time.After(10 * time.Millisecond):
+			}
 		}
-		return end
 	}
 
 	first := lead(t, c, tp, role, "m1", registry, dispatch.WithCheckpointInterval(100_000))
