@@ -80,6 +80,9 @@ type options struct {
 	seed            uint64
 	failoverTimings timings
 	verbose         bool
+	// warmCluster runs an unmeasured warm-up of the cluster before the
+	// first section.
+	warmCluster bool
 	// commitGap and commitLinger, when not negative, replace the
 	// dispatcher's defaults in the end-to-end section.
 	commitGap, commitLinger time.Duration
@@ -119,6 +122,7 @@ func run() error {
 	submit := flag.String("submit", "batch", "how the end-to-end dispatcher side submits a round: batch (one Dispatcher.SubmitBatch) or each (a Submit per command, all at once)")
 	flag.Uint64Var(&o.seed, "seed", 0, "seed of the random signal phases (0 picks one)")
 	flag.BoolVar(&o.verbose, "v", false, "pass the measured processes' standard error through")
+	flag.BoolVar(&o.warmCluster, "warm-cluster", true, "before the first section, run an unmeasured end-to-end comparison and handover trials, so that no section measures brokers that just started")
 	quick := flag.Bool("quick", false, "fewer trials and shorter windows, for a check of the tool")
 	flag.DurationVar(&o.failoverTimings.lease, "failover-lease", 3*time.Second, "lease duration of the failover trials")
 	flag.DurationVar(&o.failoverTimings.renew, "failover-renew", time.Second, "renew interval of the failover trials")
@@ -161,6 +165,7 @@ func run() error {
 		quickly("roles-window", func() { o.rolesWindow = 5 * time.Second })
 		quickly("pending", func() { o.pending = 1000 })
 		quickly("backlog", func() { o.backlog = 10000 })
+		quickly("warm-cluster", func() { o.warmCluster = false })
 	}
 	if *only != "" {
 		o.only = map[string]bool{}
@@ -231,6 +236,17 @@ func run() error {
 	}
 	defer reader.Close()
 
+	if o.warmCluster && ctx.Err() == nil {
+		logf("warm-up of the cluster: start")
+		t0 := time.Now()
+		if err := warmCluster(ctx, o, reader, prefix, newTopic); err != nil {
+			// A failed warm-up leaves the sections to meet a colder
+			// cluster; the report says so.
+			logf("warm-up of the cluster: %v", err)
+			rep.failed = append(rep.failed, fmt.Sprintf("warm-up of the cluster: %v", err))
+		}
+		logf("warm-up of the cluster: done in %s", time.Since(t0).Round(time.Second))
+	}
 	step("failover", func() error { return failover(ctx, o, reader, prefix, false, rep) })
 	step("handover", func() error { return failover(ctx, o, reader, prefix, true, rep) })
 	step("e2e", func() error { return endToEnd(ctx, o, prefix, newTopic, rep) })

@@ -97,6 +97,9 @@ func (r *report) write() error {
 	w("%d repetitions, batches %v, %d latency clients, a backlog of %d, %d crash and %d handover trials, roles %v observed %s each,\n",
 		r.opts.reps, r.opts.batches, r.opts.clients, r.opts.backlog, r.opts.failoverTrials, r.opts.handoverTrials, r.opts.roles, r.opts.rolesWindow)
 	w("%d pending commands, seed %d", r.opts.pending, r.opts.seed)
+	if r.opts.warmCluster {
+		w(", after an unmeasured warm-up of the cluster (the end-to-end comparison with one repetition, and %d handovers)", r.opts.warmHandovers())
+	}
 	if r.opts.commitGap >= 0 {
 		w(", end-to-end commit gap %s", r.opts.commitGap)
 	}

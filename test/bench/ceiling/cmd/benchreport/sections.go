@@ -40,6 +40,27 @@ func failover(ctx context.Context, o options, reader coordination.StateReader, p
 	return err
 }
 
+// warmCluster runs, before any section and without keeping a figure, the
+// end-to-end comparison with one repetition and a few handover trials
+// (warmHandovers). Brokers that just started answer their first minutes of
+// transactions slower while their JIT compiles the hot paths, and the first
+// sections would measure that rather than the dispatcher.
+func warmCluster(ctx context.Context, o options, reader coordination.StateReader, prefix string, newTopic func(string) (string, error)) error {
+	w := o
+	w.reps = 1
+	w.handoverTrials = o.warmHandovers()
+	prefix += "-warm"
+	var discard report
+	warmTopic := func(name string) (string, error) { return newTopic("warm-" + name) }
+	if err := endToEnd(ctx, w, prefix, warmTopic, &discard); err != nil {
+		return err
+	}
+	return failover(ctx, w, reader, prefix, true, &discard)
+}
+
+// warmHandovers is the number of handover trials of the warm-up.
+func (o options) warmHandovers() int { return min(5, o.handoverTrials) }
+
 // endToEnd compares the dispatcher with the fair ceiling, batch by batch.
 func endToEnd(ctx context.Context, o options, prefix string, newTopic func(string) (string, error), rep *report) error {
 	for _, batch := range o.batches {
