@@ -17,6 +17,7 @@
 //	GET  /v1/leadership              who leads, roster with ranks, lease, term, token
 //	GET  /v1/commands?limit=N        the most recent commands with their state
 //	POST /v1/commands                submit a command (bearer token)
+//	POST /v1/commands/batch          submit up to 1,000 commands at once (bearer token)
 //	GET  /v1/commands/{id}           one command's state
 //	POST /v1/commands/{id}/resolve   settle a command in doubt (bearer token)
 //	GET  /livez                      200 while the process runs
@@ -49,6 +50,14 @@
 //	422  the request is well-formed but cannot be carried out: no device is
 //	     registered under its name, or the device refuses its action or
 //	     payload (dispatch.CommandValidator)
+//
+// A batch (POST /v1/commands/batch, a [BatchRequest]) is submitted as the
+// dispatcher's SubmitBatch takes it: its commands share transactions, which
+// carries many commands for the cost of a few commits. It is answered 200
+// with an item per command ([BatchResponse]) holding the status that the
+// command alone would have got, 200, 202 or its refusal; the request as a
+// whole is refused only when it is malformed (400), or redirected from a
+// standby.
 //
 // The write endpoints demand "Authorization: Bearer <token>" when a token is
 // configured (the scheme's name in any case), compared in constant time.
@@ -84,6 +93,13 @@ type Backend interface {
 
 	// Recent returns up to limit commands, newest first.
 	Recent(limit int) []CommandState
+
+	// SubmitBatch hands cmds to the leader's dispatcher as one batch and
+	// waits up to wait for their outcomes, as Submit does each. It returns
+	// one result per command, in order, a command's refusal in its
+	// result's Err; and a *NotLeaderError, with no result, on a member
+	// that does not lead.
+	SubmitBatch(ctx context.Context, cmds []dispatch.Command, wait time.Duration) ([]BatchResult, error)
 
 	// Resolve settles a command in doubt and waits for its new outcome. It
 	// returns a *NotLeaderError on a member that does not lead.

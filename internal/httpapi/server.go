@@ -66,6 +66,7 @@ func NewHandler(backend Backend, opts Options) http.Handler {
 	mux.HandleFunc("GET /v1/leadership", read(s.leadership))
 	mux.HandleFunc("GET /v1/commands", read(s.recent))
 	mux.HandleFunc("POST /v1/commands", s.auth(s.submit))
+	mux.HandleFunc("POST /v1/commands/batch", s.auth(s.submitBatch))
 	mux.HandleFunc("GET /v1/commands/{id}", read(s.command))
 	mux.HandleFunc("POST /v1/commands/{id}/resolve", s.auth(s.resolve))
 	// The health probes answer a load balancer or an orchestrator, which
@@ -267,36 +268,53 @@ func (s *server) leaderz(w http.ResponseWriter, _ *http.Request) {
 // fail answers a backend error with its status.
 func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var notLeader *NotLeaderError
-	var invalid *dispatch.InvalidCommandError
-	var unknownDevice *dispatch.UnknownDeviceError
-	var unsupported *dispatch.UnsupportedCommandError
-	var conflict *dispatch.IDConflictError
-	var unknownCmd *dispatch.UnknownCommandError
-	var notInDoubt *dispatch.NotInDoubtError
-	switch {
-	case errors.As(err, &notLeader):
+	if errors.As(err, &notLeader) {
 		if notLeader.LeaderURL != "" {
 			redirect(w, r, notLeader.LeaderURL)
 			return
 		}
 		w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
 		writeError(w, http.StatusServiceUnavailable, ErrorResponse{Error: err.Error(), Leader: notLeader.Leader})
-	case errors.As(err, &conflict):
-		writeError(w, http.StatusConflict, ErrorResponse{Error: err.Error(), ID: conflict.ID, Differs: conflict.Differs})
-	case errors.As(err, &invalid):
-		writeError(w, http.StatusBadRequest, ErrorResponse{Error: err.Error()})
-	case errors.As(err, &unknownDevice), errors.As(err, &unsupported):
-		writeError(w, http.StatusUnprocessableEntity, ErrorResponse{Error: err.Error()})
-	case errors.Is(err, ErrUnknownCommand), errors.As(err, &unknownCmd):
-		writeError(w, http.StatusNotFound, ErrorResponse{Error: err.Error()})
-	case errors.As(err, &notInDoubt):
-		writeError(w, http.StatusConflict, ErrorResponse{Error: err.Error()})
-	case errors.Is(err, dispatch.ErrHalted), errors.As(err, new(*dispatch.DeviceUnavailableError)):
+		return
+	}
+	code, body := errorAnswer(err)
+	switch code {
+	case http.StatusServiceUnavailable:
 		w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
-		writeError(w, http.StatusServiceUnavailable, ErrorResponse{Error: err.Error()})
-	default:
+	case http.StatusInternalServerError:
 		s.opts.Logger.Warn("httpapi: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		writeError(w, http.StatusInternalServerError, ErrorResponse{Error: err.Error()})
+	}
+	writeError(w, code, body)
+}
+
+// errorAnswer returns the status and the body that answer a backend error
+// other than a *NotLeaderError: the refusals of the package doc, 404 for a
+// command the member does not know, 503 when the dispatcher halted or the
+// device is down, and 500 for anything else.
+func errorAnswer(err error) (int, ErrorResponse) {
+	var invalid *dispatch.InvalidCommandError
+	var unknownDevice *dispatch.UnknownDeviceError
+	var unsupported *dispatch.UnsupportedCommandError
+	var conflict *dispatch.IDConflictError
+	var unknownCmd *dispatch.UnknownCommandError
+	var notInDoubt *dispatch.NotInDoubtError
+	body := ErrorResponse{Error: err.Error()}
+	switch {
+	case errors.As(err, &conflict):
+		body.ID, body.Differs = conflict.ID, conflict.Differs
+		return http.StatusConflict, body
+	case errors.As(err, &invalid):
+		return http.StatusBadRequest, body
+	case errors.As(err, &unknownDevice), errors.As(err, &unsupported):
+		return http.StatusUnprocessableEntity, body
+	case errors.Is(err, ErrUnknownCommand), errors.As(err, &unknownCmd):
+		return http.StatusNotFound, body
+	case errors.As(err, &notInDoubt):
+		return http.StatusConflict, body
+	case errors.Is(err, dispatch.ErrHalted), errors.Is(err, dispatch.ErrIntakeStopped), errors.As(err, new(*dispatch.DeviceUnavailableError)):
+		return http.StatusServiceUnavailable, body
+	default:
+		return http.StatusInternalServerError, body
 	}
 }
 
@@ -356,7 +374,11 @@ func parseWait(v string) (time.Duration, error) {
 }
 
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+	return decodeBodyUpTo(w, r, v, MaxRequestBytes)
+}
+
+func decodeBodyUpTo(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		writeError(w, http.StatusBadRequest, ErrorResponse{Error: "body: " + err.Error()})

@@ -23,6 +23,7 @@ type fakeBackend struct {
 	submitted  []dispatch.Command
 	sent       map[string]dispatch.Command
 	resolved   []dispatch.ResolveAction
+	batches    []int // the length of each batch submitted
 	ready      error
 }
 
@@ -76,6 +77,22 @@ func (f *fakeBackend) Submit(_ context.Context, cmd dispatch.Command, wait time.
 	}
 	f.commands[cmd.ID] = st
 	return st, nil
+}
+
+// SubmitBatch submits each command as Submit does, and records the batch.
+func (f *fakeBackend) SubmitBatch(ctx context.Context, cmds []dispatch.Command, wait time.Duration) ([]BatchResult, error) {
+	f.mu.Lock()
+	if !f.leadership.Leader {
+		defer f.mu.Unlock()
+		return nil, &NotLeaderError{Member: f.leadership.Member, Leader: f.leadership.Holder, LeaderURL: f.leadership.HolderURL}
+	}
+	f.batches = append(f.batches, len(cmds))
+	f.mu.Unlock()
+	results := make([]BatchResult, len(cmds))
+	for i, cmd := range cmds {
+		results[i].State, results[i].Err = f.Submit(ctx, cmd, wait)
+	}
+	return results, nil
 }
 
 func (f *fakeBackend) Command(id string) (CommandState, bool) {

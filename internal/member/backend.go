@@ -103,12 +103,7 @@ func (m *Member) Submit(ctx context.Context, cmd dispatch.Command, wait time.Dur
 		cmd.SubmittedAt = time.Now()
 	}
 	// Refuse a malformed command now rather than after a 202.
-	probe := cmd
-	probe.Role = m.cfg.Role.String()
-	if probe.Deadline.IsZero() {
-		probe.Deadline = probe.SubmittedAt.Add(dispatch.DefaultCommandTimeout)
-	}
-	if err := probe.Validate(); err != nil {
+	if err := m.validate(cmd); err != nil {
 		return httpapi.CommandState{}, err
 	}
 

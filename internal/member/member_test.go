@@ -311,3 +311,84 @@ func TestStopRefusesSubmissionsWhileDraining(t *testing.T) {
 		t.Error("the command refused while draining is known")
 	}
 }
+
+// TestSubmitBatchThroughTheMember: a batch is checked command by command
+// before anything is written, as single submissions are, and what it takes
+// reaches the dispatcher in one SubmitBatch and settles.
+func TestSubmitBatchThroughTheMember(t *testing.T) {
+	cluster := kafkatest.NewFake(t)
+	brokers := cluster.ListenAddrs()
+	kafkatest.CreateFakeTopic(t, cluster, dispatch.DefaultLogTopic, dispatch.DefaultTopicPartitions, nil)
+	kafkatest.CreateFakeTopic(t, cluster, dispatch.DefaultRequestsTopic, dispatch.DefaultTopicPartitions, nil)
+	events := make(chan Event, 16)
+	dev := &countingDevice{calls: map[string]int{}}
+	a := startMember(t, brokers, "a", nil, events, dev)
+	waitEvent(t, events, EventReady)
+
+	ctx := context.Background()
+	if st, err := a.m.Submit(ctx, dispatch.Command{ID: "before", Device: "dev", Action: "go"}, 10*time.Second); err != nil || st.State != dispatch.StatusSucceeded.String() {
+		t.Fatalf("Submit: %+v %v", st, err)
+	}
+	cmds := []dispatch.Command{
+		{ID: "b1", Device: "dev", Action: "go"},
+		{ID: "b2", Device: "dev", Action: "go"},
+		{ID: "", Device: "dev", Action: "go"},
+		{ID: "b1", Device: "dev", Action: "go"},
+		{ID: "b1", Device: "dev", Action: "stop"},
+		{ID: "b3", Device: "nowhere", Action: "go"},
+		{ID: "before", Device: "dev", Action: "go"},
+		{ID: "before", Device: "dev", Action: "stop"},
+	}
+	results, err := a.m.SubmitBatch(ctx, cmds, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != len(cmds) {
+		t.Fatalf("%d results for %d commands", len(results), len(cmds))
+	}
+	succeeded := dispatch.StatusSucceeded.String()
+	for _, i := range []int{0, 1, 3, 6} {
+		if r := results[i]; r.Err != nil || r.State.ID != cmds[i].ID || r.State.State != succeeded {
+			t.Errorf("command %d (%s): %+v, want succeeded", i, cmds[i].ID, r)
+		}
+	}
+	var invalid *dispatch.InvalidCommandError
+	var conflict *dispatch.IDConflictError
+	var unknown *dispatch.UnknownDeviceError
+	if !errors.As(results[2].Err, &invalid) {
+		t.Errorf("no ID: %v, want *dispatch.InvalidCommandError", results[2].Err)
+	}
+	for _, i := range []int{4, 7} {
+		if !errors.As(results[i].Err, &conflict) || conflict.ID != cmds[i].ID {
+			t.Errorf("command %d, another under %s: %v, want *dispatch.IDConflictError", i, cmds[i].ID, results[i].Err)
+		}
+	}
+	if !errors.As(results[5].Err, &unknown) {
+		t.Errorf("no such device: %v, want *dispatch.UnknownDeviceError", results[5].Err)
+	}
+	// Each command taken was dispatched once.
+	for _, id := range []string{"before", "b1", "b2"} {
+		if n := dev.count(id); n != 1 {
+			t.Errorf("%s dispatched %d times, want once", id, n)
+		}
+	}
+}
+
+// countingDevice succeeds and counts the calls of each command.
+type countingDevice struct {
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (d *countingDevice) Dispatch(_ context.Context, cmd dispatch.Command, _ coordination.FencingToken) (dispatch.Result, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.calls[cmd.ID]++
+	return dispatch.Result{Detail: "done"}, nil
+}
+
+func (d *countingDevice) count(id string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.calls[id]
+}
