@@ -112,7 +112,10 @@ func (d *Dispatcher) recover(ctx context.Context) error {
 	d.cfg.logger.Info("dispatch: recovered the role's log", "partition", d.logTP,
 		"took", time.Since(began).Round(time.Millisecond), "records_read", stats.RecordsRead,
 		"checkpoint_offset", stats.CheckpointOffset, "base_offset", stats.BaseOffset, "base_prefetched", stats.BasePrefetched, "checkpoint_prefetched", stats.CheckpointPrefetched, "tail_records", stats.TailRecords, "end", stats.End,
-		"compact_ids", d.ids.len(), "taken_over", pending, "intake_next", state.intake)
+		"compact_ids", d.ids.len(), "taken_over", pending, "intake_next", state.intake,
+		// The commit schedule in force, so that an operator sees what the
+		// configuration made of it.
+		"commit_gap", d.cfg.commitGap, "commit_linger", d.cfg.commitLinger, "outcome_linger", d.cfg.outcomeLinger)
 	return nil
 }
 

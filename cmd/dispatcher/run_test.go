@@ -323,3 +323,40 @@ func (f fakeLog) Bounds(context.Context, coordination.TopicPartition) (int64, in
 	}
 	return f[0].Offset, f[len(f)-1].Offset + 1, nil
 }
+
+// TestRunTakesTheCommitScheduleFromTheFile: the commit keys of the
+// dispatch section reach the dispatcher, which logs the schedule in force
+// when it recovered, with a gap turned off as 0s.
+func TestRunTakesTheCommitScheduleFromTheFile(t *testing.T) {
+	_, brokers := newFakeCluster(t)
+	broker := mqtttest.StartInProcess(t, "127.0.0.1:0")
+	if code, out, errOut := runCLI(t, context.Background(), "topics", "--brokers", brokers); code != 0 {
+		t.Fatalf("topics: %d\n%s%s", code, out, errOut)
+	}
+	path := writeConfig(t, brokers, "node-1", broker.URL(), "")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const section = "dispatch:\n  safety_margin: 500ms\n"
+	if !strings.Contains(string(b), section) {
+		t.Fatalf("the test's configuration has no %q", section)
+	}
+	scheduled := strings.Replace(string(b), section, section+"  commit_gap: 0s\n  commit_linger: 7ms\n  outcome_linger: 25ms\n", 1)
+	if err := os.WriteFile(path, []byte(scheduled), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr, logs, _ := startRun(t, path)
+	waitHTTP(t, "http://"+addr+"/leaderz", http.StatusOK)
+	var line string
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, "recovered the role's log") {
+			line = l
+		}
+	}
+	for _, want := range []string{"commit_gap=0s", "commit_linger=7ms", "outcome_linger=25ms"} {
+		if !strings.Contains(line, " "+want) {
+			t.Errorf("the recovery's log line %q lacks %s", line, want)
+		}
+	}
+}
