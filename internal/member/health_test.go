@@ -10,7 +10,6 @@ import (
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
-	"github.com/krabka-io/krabka-dispatch/test/kafkatest"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
@@ -86,10 +85,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // *dispatch.DeviceUnavailableError; once the device is back, all of them
 // clear. It also reads the leadership metrics of the member.
 func TestDeviceHealthEverywhere(t *testing.T) {
-	cluster := kafkatest.NewFake(t)
-	brokers := cluster.ListenAddrs()
-	kafkatest.CreateFakeTopic(t, cluster, dispatch.DefaultLogTopic, dispatch.DefaultTopicPartitions, nil)
-	kafkatest.CreateFakeTopic(t, cluster, dispatch.DefaultRequestsTopic, dispatch.DefaultTopicPartitions, nil)
+	brokers := fakeCluster(t)
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	dev := &switchDevice{okDevice: okDevice{tokens: map[string]coordination.FencingToken{}}}
@@ -147,10 +143,7 @@ func TestDeviceHealthEverywhere(t *testing.T) {
 // TestReadyIgnoresDevicesByDefault wants a leader with a device down ready
 // when ReadyRequiresDevices is off.
 func TestReadyIgnoresDevicesByDefault(t *testing.T) {
-	cluster := kafkatest.NewFake(t)
-	brokers := cluster.ListenAddrs()
-	kafkatest.CreateFakeTopic(t, cluster, dispatch.DefaultLogTopic, dispatch.DefaultTopicPartitions, nil)
-	kafkatest.CreateFakeTopic(t, cluster, dispatch.DefaultRequestsTopic, dispatch.DefaultTopicPartitions, nil)
+	brokers := fakeCluster(t)
 	dev := &switchDevice{okDevice: okDevice{tokens: map[string]coordination.FencingToken{}}}
 	unreachable := errors.New("unreachable")
 	dev.down.Store(&unreachable)

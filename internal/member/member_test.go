@@ -107,6 +107,16 @@ func (s *started) stop(t *testing.T) {
 	}
 }
 
+// fakeCluster starts an in-process cluster with the log and requests
+// topics of the defaults, and returns its addresses.
+func fakeCluster(t *testing.T) []string {
+	t.Helper()
+	cluster := kafkatest.NewFake(t)
+	kafkatest.CreateFakeTopic(t, cluster, dispatch.DefaultLogTopic, dispatch.DefaultTopicPartitions, nil)
+	kafkatest.CreateFakeTopic(t, cluster, dispatch.DefaultRequestsTopic, dispatch.DefaultTopicPartitions, nil)
+	return cluster.ListenAddrs()
+}
+
 func waitEvent(t *testing.T, events <-chan Event, kind EventKind) Event {
 	t.Helper()
 	timer := time.NewTimer(30 * time.Second)
@@ -124,10 +134,7 @@ func waitEvent(t *testing.T, events <-chan Event, kind EventKind) Event {
 }
 
 func TestLeadRedirectHandOver(t *testing.T) {
-	cluster := kafkatest.NewFake(t)
-	brokers := cluster.ListenAddrs()
-	kafkatest.CreateFakeTopic(t, cluster, dispatch.DefaultLogTopic, dispatch.DefaultTopicPartitions, nil)
-	kafkatest.CreateFakeTopic(t, cluster, dispatch.DefaultRequestsTopic, dispatch.DefaultTopicPartitions, nil)
+	brokers := fakeCluster(t)
 	peers := map[string]string{"a": "http://127.0.0.1:1", "b": "http://127.0.0.1:2"}
 	events := make(chan Event, 16)
 
@@ -218,10 +225,7 @@ func TestLeadRedirectHandOver(t *testing.T) {
 // again, its next dispatcher records the command in doubt, and it takes and
 // dispatches the next command.
 func TestDispatcherPanicResignsAndLeadsAgain(t *testing.T) {
-	cluster := kafkatest.NewFake(t)
-	brokers := cluster.ListenAddrs()
-	kafkatest.CreateFakeTopic(t, cluster, dispatch.DefaultLogTopic, dispatch.DefaultTopicPartitions, nil)
-	kafkatest.CreateFakeTopic(t, cluster, dispatch.DefaultRequestsTopic, dispatch.DefaultTopicPartitions, nil)
+	brokers := fakeCluster(t)
 	events := make(chan Event, 16)
 	a := startMember(t, brokers, "a", nil, events, panicDevice{})
 	first := waitEvent(t, events, EventElected)
@@ -275,10 +279,7 @@ func (g *gateDevice) Dispatch(ctx context.Context, cmd dispatch.Command, _ coord
 // not ready for them; the command in flight finishes before the member
 // resigns.
 func TestStopRefusesSubmissionsWhileDraining(t *testing.T) {
-	cluster := kafkatest.NewFake(t)
-	brokers := cluster.ListenAddrs()
-	kafkatest.CreateFakeTopic(t, cluster, dispatch.DefaultLogTopic, dispatch.DefaultTopicPartitions, nil)
-	kafkatest.CreateFakeTopic(t, cluster, dispatch.DefaultRequestsTopic, dispatch.DefaultTopicPartitions, nil)
+	brokers := fakeCluster(t)
 	events := make(chan Event, 16)
 	dev := &gateDevice{started: make(chan struct{}), release: make(chan struct{})}
 	a := startMemberWith(t, brokers, "a", nil, events, func(c *Config) { c.ShutdownTimeout = 30 * time.Second }, dev)
@@ -316,10 +317,7 @@ func TestStopRefusesSubmissionsWhileDraining(t *testing.T) {
 // before anything is written, as single submissions are, and what it takes
 // reaches the dispatcher in one SubmitBatch and settles.
 func TestSubmitBatchThroughTheMember(t *testing.T) {
-	cluster := kafkatest.NewFake(t)
-	brokers := cluster.ListenAddrs()
-	kafkatest.CreateFakeTopic(t, cluster, dispatch.DefaultLogTopic, dispatch.DefaultTopicPartitions, nil)
-	kafkatest.CreateFakeTopic(t, cluster, dispatch.DefaultRequestsTopic, dispatch.DefaultTopicPartitions, nil)
+	brokers := fakeCluster(t)
 	events := make(chan Event, 16)
 	dev := &countingDevice{calls: map[string]int{}}
 	a := startMember(t, brokers, "a", nil, events, dev)
