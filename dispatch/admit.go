@@ -157,16 +157,16 @@ func validateFor(registry *Registry, cmd Command) error {
 // outcome); a new ID submitted before the dedup window gets the
 // *[OutsideWindowError] that Submit would return. A settled command held as
 // a compact ID is read back from the log for the comparison, within
-// [DefaultKafkaRequestTimeout]. Before recovery has finished the dispatcher
-// does not know every ID yet; Check then skips the conflict test, which
-// Submit makes later.
+// [DefaultKafkaRequestTimeout]. Before recovery has finished, and its dedup
+// window is loaded, the dispatcher does not know every ID yet; Check then
+// skips the conflict test, which Submit makes later.
 func (d *Dispatcher) Check(cmd Command) error {
 	cmd = d.complete(cmd, d.now())
 	if err := cmd.Validate(); err != nil {
 		return err
 	}
 	select {
-	case <-d.ready:
+	case <-d.windowLoaded:
 		d.mu.Lock()
 		c, ok := d.commands[cmd.ID]
 		var hit CheckpointID

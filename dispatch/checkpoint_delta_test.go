@@ -661,7 +661,7 @@ func TestRecoveryDecodesTheBaseItRead(t *testing.T) {
 	requests := coordination.TopicPartition{Topic: DefaultRequestsTopic}
 	recoverWith := func(step int64) (recovered, RecoveryStats) {
 		t.Helper()
-		s, stats, err := recoverState(ctx, role.String(), requests, start, end, step, roleRange(reader, coordination.TopicPartition{}, role.String()), nil)
+		s, stats, err := recoverState(ctx, role.String(), requests, start, end, step, roleRange(reader, coordination.TopicPartition{}, role.String()), nil, false)
 		if err != nil {
 			t.Fatalf("step %d: %v", step, err)
 		}

@@ -114,11 +114,19 @@ type Dispatcher struct {
 	ranger    LogRangeReader
 	ids       *idWindow
 	lastSweep time.Time
-	recovery  RecoveryStats
-	cpSeq     int64 // the sequence of the last checkpoint written
-	cpSince   int   // records of the role committed since the last checkpoint
-	cpAt      int64 // offset of the last checkpoint's last part, or the log start
-	cpDue     bool  // a checkpoint is due whatever cpSince says
+	// windowLoaded is closed once ids holds the dedup window: at the end
+	// of recovery, or, when recovery ended while the member's Standby
+	// still read the IDs of its checkpoint, once windowLater returned them
+	// (dispatcher_window.go). Until then loadingWindow is set: a new ID
+	// waits, and nothing is compacted, evicted or checkpointed.
+	windowLoaded  chan struct{}
+	loadingWindow bool
+	windowLater   func(context.Context) (idBlocks, error)
+	recovery      RecoveryStats
+	cpSeq         int64 // the sequence of the last checkpoint written
+	cpSince       int   // records of the role committed since the last checkpoint
+	cpAt          int64 // offset of the last checkpoint's last part, or the log start
+	cpDue         bool  // a checkpoint is due whatever cpSince says
 	// cpEnded is closed and replaced each time the writing of a checkpoint
 	// ends, committed or given up; cpEndedSeq is that checkpoint's
 	// sequence. A drain waits on them for its closing checkpoint.
@@ -168,23 +176,24 @@ func NewDispatcher(leader Leader, registry *Registry, log LogReader, options ...
 		return nil, err
 	}
 	d := &Dispatcher{
-		leader:    leader,
-		registry:  registry,
-		log:       log,
-		cfg:       cfg,
-		tel:       tel,
-		role:      role.String(),
-		member:    leader.Member().String(),
-		term:      leader.Term(),
-		logTP:     coordination.TopicPartition{Topic: cfg.logTopic, Partition: logPartition},
-		requestTP: coordination.TopicPartition{Topic: cfg.requestsTopic, Partition: requestPartition},
-		ready:     make(chan struct{}),
-		devices:   make(chan struct{}, cfg.maxParallelDevices),
-		commands:  make(map[string]*command),
-		lanes:     make(map[string]*lane),
-		ids:       newIDWindow(),
-		cpAt:      -1,
-		cpEnded:   make(chan struct{}),
+		leader:       leader,
+		registry:     registry,
+		log:          log,
+		cfg:          cfg,
+		tel:          tel,
+		role:         role.String(),
+		member:       leader.Member().String(),
+		term:         leader.Term(),
+		logTP:        coordination.TopicPartition{Topic: cfg.logTopic, Partition: logPartition},
+		requestTP:    coordination.TopicPartition{Topic: cfg.requestsTopic, Partition: requestPartition},
+		ready:        make(chan struct{}),
+		devices:      make(chan struct{}, cfg.maxParallelDevices),
+		commands:     make(map[string]*command),
+		lanes:        make(map[string]*lane),
+		ids:          newIDWindow(),
+		windowLoaded: make(chan struct{}),
+		cpAt:         -1,
+		cpEnded:      make(chan struct{}),
 	}
 	d.ranger, _ = log.(LogRangeReader)
 	if s := cfg.standby; s != nil && (s.role != d.role || s.tp != d.logTP) {
@@ -250,9 +259,13 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 
 	if err := d.guard("recovery", func() error { return d.recover(d.haltCtx) }); err != nil {
 		d.stop(err)
+		d.cfg.standby.release()
 		return d.cause()
 	}
 	close(d.ready)
+	if later := d.windowLater; later != nil {
+		d.spawn("the dedup window loader", func() { d.loadWindow(later) })
+	}
 	d.spawn("the log committer", func() { d.commits.run(d.haltCtx) })
 	if d.ranger != nil {
 		d.spawn("the checkpoint prober", d.probeLoop)
@@ -516,6 +529,13 @@ func (d *Dispatcher) Lookup(id string) (outcome Outcome, ok bool) {
 func (d *Dispatcher) LookupContext(ctx context.Context, id string) (outcome Outcome, ok bool, err error) {
 	d.mu.Lock()
 	c, ok := d.commands[id]
+	if !ok && d.loadingWindow {
+		if err := d.waitWindow(ctx); err != nil {
+			d.mu.Unlock()
+			return Outcome{}, false, err
+		}
+		c, ok = d.commands[id]
+	}
 	var hit CheckpointID
 	var held bool
 	if !ok {

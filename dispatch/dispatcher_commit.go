@@ -160,6 +160,16 @@ func (d *Dispatcher) acceptLocked(ctx context.Context, cmd Command, span trace.S
 			}
 			return c, nil, nil
 		}
+		if d.loadingWindow {
+			// A new ID is known to be new only once the window is in.
+			if err := d.waitWindow(ctx); err != nil {
+				return nil, nil, err
+			}
+			if err := d.gate.open(); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
 		if hit, ok := d.ids.find(IDHash(cmd.ID)); ok && hit.First != other {
 			return nil, &hit, nil
 		}

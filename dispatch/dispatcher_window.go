@@ -41,7 +41,7 @@ func (d *Dispatcher) outsideWindow(cmd Command, now time.Time) error {
 // records back, the offsets of its first record and its outcome, and a hash
 // that no other compact ID holds. The caller holds d.mu.
 func (d *Dispatcher) compactCommand(c *command, now time.Time) bool {
-	if d.ranger == nil || c.phase != phaseTerminal || c.first < 0 || c.outcomeAt < c.first {
+	if d.ranger == nil || d.loadingWindow || c.phase != phaseTerminal || c.first < 0 || c.outcomeAt < c.first {
 		return false
 	}
 	id := CheckpointID{Hash: IDHash(c.cmd.ID), First: c.first, Outcome: c.outcomeAt, SubmittedAt: d.windowTime(c, now)}
@@ -64,7 +64,9 @@ func (d *Dispatcher) sweepLocked(now time.Time, force bool) {
 	}
 	d.lastSweep = now
 	cutoff := now.Add(-d.cfg.dedupWindow - DedupClockSkew)
-	d.ids.evict(cutoff)
+	if !d.loadingWindow {
+		d.ids.evict(cutoff)
+	}
 	for id, c := range d.commands {
 		if c.phase == phaseTerminal && d.windowTime(c, now).Before(cutoff) {
 			delete(d.commands, id)
@@ -155,4 +157,55 @@ func (d *Dispatcher) readAt(ctx context.Context, offset int64) (Entry, error) {
 	}
 	return Entry{}, fmt.Errorf("dispatch: the log holds no record of role %s at offset %d of %s-%d; was it deleted by retention?",
 		d.role, offset, d.logTP.Topic, d.logTP.Partition)
+}
+
+// waitWindow releases d.mu until the dedup window is loaded, and takes it
+// again. It returns ErrHalted when the dispatcher halts first, and ctx's
+// error when ctx ends first; a caller that takes a command asks the intake
+// gate again after it. The caller holds d.mu.
+func (d *Dispatcher) waitWindow(ctx context.Context) error {
+	d.mu.Unlock()
+	defer d.mu.Lock()
+	select {
+	case <-d.windowLoaded:
+		return nil
+	case <-d.haltCtx.Done():
+		return ErrHalted
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// loadWindow loads the dedup window that recovery left to later, which
+// waits for the member's Standby to finish reading it, and then holds the
+// settled commands kept whole meanwhile as compact IDs. Recovery ends
+// without the window when the Standby still reads it, as at a cold start,
+// where the campaign wins before a read of a million IDs is over: intake
+// opens at once, a command under an ID the dispatcher does not hold whole
+// waits for the window, and everything else (the commands taken over, a
+// duplicate of a command held whole, the outcomes) goes on. A failure
+// halts the dispatcher: the next leadership's recovery reads again.
+func (d *Dispatcher) loadWindow(later func(context.Context) (idBlocks, error)) {
+	began := time.Now()
+	ids, err := later(d.haltCtx)
+	d.cfg.standby.release()
+	if err == nil {
+		d.mu.Lock()
+		now := d.now()
+		err = d.ids.load(ids, now.Add(-d.cfg.dedupWindow-DedupClockSkew))
+		if err == nil {
+			d.loadingWindow, d.windowLater = false, nil
+			for _, c := range d.commands {
+				d.compactCommand(c, now)
+			}
+			close(d.windowLoaded)
+		}
+		d.mu.Unlock()
+	}
+	if err != nil {
+		d.stop(fmt.Errorf("dispatch: load the dedup window of role %s: %w", d.role, err))
+		return
+	}
+	d.cfg.logger.Info("dispatch: loaded the role's dedup window", "partition", d.logTP,
+		"took", time.Since(began).Round(time.Millisecond), "compact_ids", d.Retained().Compact)
 }

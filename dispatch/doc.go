@@ -518,7 +518,14 @@
 // reads about what was written after its last read ([RecoveryStats]
 // CheckpointPrefetched). At a cold start, when the campaign wins before the
 // Standby's search is over, the recovery waits for that search rather than
-// searching beside it.
+// searching beside it. When the search is over but the Standby still reads
+// the IDs of the full checkpoint, the recovery ends without them: the
+// dispatcher is ready, takes over the commands the log leaves pending, and
+// answers a repeat of a command it holds whole, while a command under any
+// other ID waits until the IDs are loaded, as [Dispatcher.Drain] does
+// ([Dispatcher.Check] skips its conflict test until then); nothing is held
+// as a compact ID, evicted or checkpointed before then. A failure of that read halts the dispatcher,
+// whose member gives the role up: its successor's recovery reads again.
 //
 // [Client.Status] and [Client.Wait] without a hint search the same way for
 // the role's newest checkpoint, and read a command's records at the offsets

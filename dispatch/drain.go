@@ -71,12 +71,13 @@ func (d *Dispatcher) Ready() <-chan struct{} { return d.ready }
 // tail the next leader reads with the last checkpoint in its first read. It returns nil even when that checkpoint could not be
 // written: the next leader then reads the tail, as after a crash.
 //
-// Called before recovery finished, Drain waits for recovery, then for the
-// commands that recovery dispatches again.
+// Called before recovery finished, Drain waits for recovery, the loading
+// of its dedup window included, then for the commands that recovery
+// dispatches again.
 func (d *Dispatcher) Drain(ctx context.Context) error {
 	d.StopIntake()
 	select {
-	case <-d.ready:
+	case <-d.windowLoaded:
 	case <-d.haltCtx.Done():
 		return ErrHalted
 	case <-ctx.Done():

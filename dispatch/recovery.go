@@ -61,8 +61,13 @@ func (d *Dispatcher) recover(ctx context.Context) error {
 	d.tel.intakeCommitted(state.intake)
 	now := d.now()
 	cutoff := now.Add(-d.cfg.dedupWindow - DedupClockSkew)
-	if err := d.ids.load(state.ids, cutoff); err != nil {
-		return fmt.Errorf("dispatch: recover the log of role %s: %w", d.role, err)
+	if state.idsLater != nil {
+		d.loadingWindow, d.windowLater = true, state.idsLater
+	} else {
+		if err := d.ids.load(state.ids, cutoff); err != nil {
+			return fmt.Errorf("dispatch: recover the log of role %s: %w", d.role, err)
+		}
+		close(d.windowLoaded)
 	}
 	for _, c := range state.order {
 		switch {
@@ -112,7 +117,7 @@ func (d *Dispatcher) recover(ctx context.Context) error {
 	d.cfg.logger.Info("dispatch: recovered the role's log", "partition", d.logTP,
 		"took", time.Since(began).Round(time.Millisecond), "records_read", stats.RecordsRead,
 		"checkpoint_offset", stats.CheckpointOffset, "base_offset", stats.BaseOffset, "base_prefetched", stats.BasePrefetched, "checkpoint_prefetched", stats.CheckpointPrefetched, "tail_records", stats.TailRecords, "end", stats.End,
-		"compact_ids", d.ids.len(), "taken_over", pending, "intake_next", state.intake,
+		"compact_ids", d.ids.len(), "window_loading", d.loadingWindow, "taken_over", pending, "intake_next", state.intake,
 		// The commit schedule in force, so that an operator sees what the
 		// configuration made of it.
 		"commit_gap", d.cfg.commitGap, "commit_linger", d.cfg.commitLinger, "outcome_linger", d.cfg.outcomeLinger)
@@ -137,8 +142,9 @@ type RecoveryStats struct {
 	BaseOffset int64
 
 	// BasePrefetched reports that the base of the delta came from the
-	// [Standby] of [WithStandby], read before the lease was taken; its
-	// records are then not in RecordsRead.
+	// [Standby] of [WithStandby], read before the lease was taken, or that
+	// the recovery ended while the Standby still read it and left its IDs
+	// to load behind intake; its records are then not in RecordsRead.
 	BasePrefetched bool
 
 	// CheckpointPrefetched reports that the checkpoint, and the records
@@ -172,8 +178,10 @@ type recovered struct {
 	order []*command
 
 	// ids are the compact IDs of the checkpoint recovery started from, in
-	// hash order.
-	ids idBlocks
+	// hash order, unless idsLater is set: then idsLater returns them, once
+	// the Standby's read of them is over.
+	ids      idBlocks
+	idsLater func(context.Context) (idBlocks, error)
 
 	// intake is the NextOffset of the role's last intake record of its
 	// requests partition, or 0.

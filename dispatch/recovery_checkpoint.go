@@ -51,8 +51,12 @@ func (d *Dispatcher) recoverFromCheckpoint(ctx context.Context) (recovered, Reco
 	if err != nil {
 		return recovered{}, stats, err
 	}
-	state, stats, err := recoverState(ctx, d.role, d.requestTP, start, end, d.searchStep(), d.readRange, d.cfg.standby)
-	d.cfg.standby.release()
+	state, stats, err := recoverState(ctx, d.role, d.requestTP, start, end, d.searchStep(), d.readRange, d.cfg.standby, true)
+	if state.idsLater == nil {
+		// Otherwise the window's loader lets the Standby go once it has
+		// the IDs.
+		d.cfg.standby.release()
+	}
 	stats.Start, stats.End = start, end
 	return state, stats, err
 }
@@ -67,12 +71,18 @@ func (d *Dispatcher) searchStep() int64 {
 // recoverState reads the state of role from the newest complete checkpoint
 // in the offsets from start up to end and the records after it, as
 // recoverFromCheckpoint describes, with read reading the log and bases, if
-// not nil, handing over the IDs of a base it prefetched.
+// not nil, handing over the IDs of a base it prefetched. With deferIDs set,
+// IDs that bases still reads are left to the state's idsLater; otherwise it
+// waits for them.
 func recoverState(ctx context.Context, role string, requests coordination.TopicPartition, start, end, step int64,
-	read rangeReader, bases *Standby) (recovered, RecoveryStats, error) {
+	read rangeReader, bases *Standby, deferIDs bool) (recovered, RecoveryStats, error) {
 	stats := RecoveryStats{CheckpointOffset: -1, BaseOffset: -1}
 	s, err := searchCheckpoint(ctx, role, start, end, step, read, false, bases)
 	stats.RecordsRead, stats.BasePrefetched, stats.CheckpointPrefetched = s.read, s.prefetched, s.ahead
+	if err == nil && s.idsLater != nil && !deferIDs {
+		s.ids, err = s.idsLater(ctx)
+		s.idsLater = nil
+	}
 	if err != nil {
 		return recovered{}, stats, err
 	}
@@ -88,7 +98,7 @@ func recoverState(ctx context.Context, role string, requests coordination.TopicP
 	}
 	stats.CheckpointOffset, stats.BaseOffset = s.at, s.base
 	st := f.finish()
-	st.base, st.sinceBase = s.newestFull, s.sinceBase
+	st.base, st.sinceBase, st.idsLater = s.newestFull, s.sinceBase, s.idsLater
 	return st, stats, nil
 }
 
@@ -105,6 +115,13 @@ type checkpointSearch struct {
 	first int64 // the offset of the checkpoint's first part
 	base  int64
 	found bool
+
+	// idsLater, when set, returns ids: the recovery's search ended while
+	// its Standby still read the base of the delta found, or the IDs of the
+	// full checkpoint found, and idsLater waits for that read (or reads
+	// them itself when the Standby's read fails) and lays the delta's IDs
+	// over the base's.
+	idsLater func(context.Context) (idBlocks, error)
 
 	// idsLeft decodes the compact IDs of the checkpoint found by a lazy
 	// search, which leaves them undecoded (ids is empty) until loadIDs; and
@@ -204,6 +221,12 @@ func searchCheckpoint(ctx context.Context, role string, start, end, step int64, 
 					// The base is read, or decoded from the parts that
 					// the search read, when a lookup needs it.
 					s.unread = &unreadBase{role: role, start: start, read: read, parts: inHand}
+				} else if bases.reading(ref) {
+					// The Standby still reads the base: the recovery ends
+					// without it, and idsLater waits for it.
+					s.sinceBase, s.prefetched = ids.all(), true
+					s.idsLater = bases.laterBase(role, ref, start, read, inHand, ids)
+					ids = nil
 				} else {
 					base, n, prefetched, err := bases.readBase(ctx, role, *cp.Base, start, read, inHand)
 					s.read, s.prefetched = s.read+n, prefetched
@@ -249,7 +272,22 @@ func buildAhead(ctx context.Context, role string, start, step int64, read rangeR
 	ids := f.ids
 	var sinceBase []compactID
 	var prefetched bool
-	if f.cp.Base != nil {
+	var later func(context.Context) (idBlocks, error)
+	switch {
+	case f.cp.Base != nil && bases.reading(*f.cp.Base):
+		// The Standby still reads the base: the recovery ends without it,
+		// and later waits for it.
+		var inHand []CheckpointPart
+		if f.unread != nil {
+			inHand = f.unread.parts
+		}
+		sinceBase, prefetched = ids.all(), true
+		later = bases.laterBase(role, *f.cp.Base, start, read, inHand, ids)
+		ids = nil
+	case f.cp.Base == nil && bases.reading(*f.newestFull):
+		// The Standby still reads the IDs of the full checkpoint.
+		later = bases.laterBase(role, *f.newestFull, start, read, nil, nil)
+	case f.cp.Base != nil:
 		var inHand []CheckpointPart
 		if f.unread != nil {
 			inHand = f.unread.parts
@@ -264,14 +302,14 @@ func buildAhead(ctx context.Context, role string, start, step int64, read rangeR
 		}
 		sinceBase, prefetched = ids.all(), fromStandby
 		ids = overlay(base, ids)
-	} else {
+	default:
 		var ok bool
 		if ids, ok = bases.take(ctx, *f.newestFull); !ok {
 			return searchBelow(ctx, role, start, ahead.end, step, read, s)
 		}
 	}
 	s.entries = append(slices.Clip(f.entries), s.entries...)
-	s.cp, s.ids, s.at, s.first, s.base, s.found = f.cp, ids, f.at, f.first, f.base, true
+	s.cp, s.ids, s.idsLater, s.at, s.first, s.base, s.found = f.cp, ids, later, f.at, f.first, f.base, true
 	s.newestFull, s.sinceBase = f.newestFull, sinceBase
 	s.prefetched, s.ahead = prefetched, true
 	return s, nil

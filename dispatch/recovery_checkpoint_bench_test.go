@@ -108,7 +108,7 @@ func BenchmarkCheckpointRecovery(b *testing.B) {
 		w = nil
 		runtime.GC()
 		stop := heapPeak()
-		st, _, err := recoverState(context.Background(), "plant-a", requests, 0, end, DefaultCheckpointInterval, read, nil)
+		st, _, err := recoverState(context.Background(), "plant-a", requests, 0, end, DefaultCheckpointInterval, read, nil, false)
 		if err != nil {
 			b.Fatal(err)
 		}

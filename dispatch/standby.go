@@ -235,6 +235,48 @@ func (s *Standby) take(ctx context.Context, ref CheckpointBase) (ids idBlocks, o
 	return b.ids, true
 }
 
+// reading reports whether a Prefetch reads the IDs of the full checkpoint
+// ref and has not finished. A nil Standby reads nothing.
+func (s *Standby) reading(ref CheckpointBase) bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	b := s.base
+	s.mu.Unlock()
+	if b == nil || b.ref != ref {
+		return false
+	}
+	select {
+	case <-b.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// laterBase returns the function that waits for the IDs of the full
+// checkpoint base that a Prefetch reads, or reads them itself when the
+// Standby no longer holds them, as readBase does, and lays delta over them.
+// A base that retention took meanwhile is an error: the recovery that
+// deferred its IDs ended on the checkpoint, and cannot go back to read the
+// records below it.
+func (s *Standby) laterBase(role string, base CheckpointBase, logStart int64, rr rangeReader, inHand []CheckpointPart, delta idBlocks) func(context.Context) (idBlocks, error) {
+	return func(ctx context.Context) (idBlocks, error) {
+		ids, _, _, err := s.readBase(ctx, role, base, logStart, rr, inHand)
+		if errors.Is(err, errBaseGone) {
+			err = fmt.Errorf("the full checkpoint at offsets %d to %d, whose IDs a standby was reading, is below the log start now: %w", base.First, base.Last, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if delta == nil {
+			return ids, nil
+		}
+		return overlay(ids, delta), nil
+	}
+}
+
 // ahead hands over what the last Prefetch's search found, when a recovery
 // that reads the offsets from start up to end can build on it: the
 // checkpoint lies at or after start (retention took no part of it) and the

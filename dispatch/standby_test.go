@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"sync/atomic"
@@ -177,8 +178,11 @@ func TestStandbyPrefetchesTheBase(t *testing.T) {
 	}
 	fourth.stop(t)
 
-	// A recovery waits for the Prefetch that reads its base.
-	want = expect()
+	// A recovery that ends while the Prefetch still reads its base opens
+	// intake at once, without the window: a new ID, and a command under an
+	// ID that only the base holds, wait for the read, and nothing is
+	// checkpointed meanwhile. Then the window loads, and each is answered
+	// as with the window there from the start.
 	gated := &gatedRange{rangeLog: &rangeLog{leaderLog: log}, first: newest.Base.First, last: newest.Base.Last, gate: make(chan struct{})}
 	standby, err = NewStandby(role, gated, opts...)
 	if err != nil {
@@ -192,7 +196,8 @@ func TestStandbyPrefetchesTheBase(t *testing.T) {
 	reader = &rangeLog{leaderLog: log}
 	leader := newFakeLeader(t, log, fakeToken(t, 7, 9))
 	registry := NewRegistry()
-	if err := registry.Register("dev", &countingDevice{}); err != nil {
+	counting := &countingDevice{}
+	if err := registry.Register("dev", counting); err != nil {
 		t.Fatal(err)
 	}
 	d, err := NewDispatcher(leader, registry, reader, append(opts, WithStandby(standby), WithCommitLinger(0))...)
@@ -201,23 +206,59 @@ func TestStandbyPrefetchesTheBase(t *testing.T) {
 	}
 	runErr := make(chan error, 1)
 	go func() { runErr <- d.Run(ctx) }()
-	time.Sleep(20 * time.Millisecond) // a recovery that did not wait would finish here
-	if d.Recovered() {
-		t.Fatal("the recovery did not wait for the prefetch of its base")
+	select {
+	case <-d.Ready():
+	case err := <-runErr:
+		t.Fatalf("Run returned before it recovered: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the recovery waited for the standby's read of the base")
+	}
+	if st := d.RecoveryStats(); !st.BasePrefetched || !st.CheckpointPrefetched || reader.read.Load() != 0 {
+		t.Fatalf("recovered while the base was read: %+v, reader read %d; want the base and the checkpoint from the standby", st, reader.read.Load())
+	}
+	if r := d.Retained(); r.Compact != 0 {
+		t.Fatalf("the window holds %d compact IDs before its base was read", r.Compact)
+	}
+	type answer struct {
+		o   Outcome
+		err error
+	}
+	submit := func(cmd Command) <-chan answer {
+		ch := make(chan answer, 1)
+		go func() {
+			o, err := d.Submit(ctx, cmd)
+			ch <- answer{o, err}
+		}()
+		return ch
+	}
+	now := time.Now()
+	fresh := submit(Command{ID: "after-load", Device: "dev", Action: "set", Payload: []byte("p"), SubmittedAt: now, Deadline: now.Add(time.Hour)})
+	reused := submit(Command{ID: ids[0], Device: "dev", Action: "set", Payload: []byte("other"), SubmittedAt: now, Deadline: now.Add(time.Hour)})
+	time.Sleep(20 * time.Millisecond) // a command that did not wait would be answered here
+	select {
+	case a := <-fresh:
+		t.Fatalf("a new command was answered before the window loaded: %+v, %v", a.o, a.err)
+	case a := <-reused:
+		t.Fatalf("a command under an ID of the base was answered before the window loaded: %+v, %v", a.o, a.err)
+	default:
+	}
+	if n := counting.count("after-load"); n != 0 {
+		t.Fatalf("the new command was dispatched %d times before the window loaded", n)
 	}
 	close(gated.gate)
 	if err := <-prefetched; err != nil {
 		t.Fatal(err)
 	}
-	for !d.Recovered() {
-		select {
-		case err := <-runErr:
-			t.Fatalf("Run returned before it recovered: %v", err)
-		case <-time.After(time.Millisecond):
-		}
+	if a := <-fresh; a.err != nil || a.o.Status != StatusSucceeded || counting.count("after-load") != 1 {
+		t.Fatalf("the new command after the window loaded: %+v, %v, dispatched %d times; want it carried out once", a.o, a.err, counting.count("after-load"))
 	}
-	if st := d.RecoveryStats(); !st.BasePrefetched || !st.CheckpointPrefetched || reader.read.Load() != 0 {
-		t.Fatalf("after waiting for the prefetch: %+v, reader read %d; want the base and the checkpoint prefetched", st, reader.read.Load())
+	var conflict *IDConflictError
+	if a := <-reused; !errors.As(a.err, &conflict) || counting.count(ids[0]) != 0 {
+		t.Fatalf("a different command under the ID %s of the base: %+v, %v, dispatched %d times; want an IDConflictError and no dispatch",
+			ids[0], a.o, a.err, counting.count(ids[0]))
+	}
+	if r := d.Retained(); r.Compact < len(ids)/2 {
+		t.Fatalf("the window holds %d compact IDs once loaded, want most of the %d commands", r.Compact, len(ids))
 	}
 	leader.end(fmt.Errorf("test over: %w", coordination.ErrNotHeld))
 	<-runErr
@@ -396,7 +437,7 @@ func TestStandbySearchEndsInsideACheckpoint(t *testing.T) {
 		t.Fatalf("the standby's search found %+v, want the older checkpoint at offset 0, read up to %d", f, split)
 	}
 	requests := coordination.TopicPartition{Topic: DefaultRequestsTopic}
-	s, stats, err := recoverState(ctx, role, requests, start, end, 4, roleRange(reader, coordination.TopicPartition{}, role), standby)
+	s, stats, err := recoverState(ctx, role, requests, start, end, 4, roleRange(reader, coordination.TopicPartition{}, role), standby, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,7 +462,7 @@ func TestStandbySearchEndsInsideACheckpoint(t *testing.T) {
 	if err := standby.Prefetch(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s, stats, err = recoverState(ctx, role, requests, start, end, 4, roleRange(reader, coordination.TopicPartition{}, role), standby)
+	s, stats, err = recoverState(ctx, role, requests, start, end, 4, roleRange(reader, coordination.TopicPartition{}, role), standby, false)
 	if err != nil || !stats.CheckpointPrefetched || stats.CheckpointOffset != split || stats.RecordsRead != 0 || s.ids.count() != 3 {
 		t.Fatalf("recovery after a search up to the end: %+v, %d IDs, %v; want the newer checkpoint prefetched", stats, s.ids.count(), err)
 	}

@@ -46,6 +46,9 @@ type Row struct {
 	// does not choose, and which the cold start's cost follows.
 	Recovery                         time.Duration
 	RecoveryRecords, CheckpointBelow int64
+	// WindowLoad is the median of how long the dedup window took to load
+	// behind intake after those recoveries (0 for one that loaded it).
+	WindowLoad time.Duration
 	// Failover runs from SIGKILL of the leader until a command succeeded
 	// through the standby; FailoverLeaderz until its /leaderz answered
 	// 200; FailoverBound is lease + rank x stagger + one poll, the bound of
@@ -222,7 +225,7 @@ func runSize(ctx context.Context, c *Config, n int) (row Row, err error) {
 // upgrade does), and sets the medians of the cold start's figures. The last
 // one goes on leading.
 func coldStarts(ctx context.Context, c *Config, n int, leader *member, hc *http.Client, row *Row) error {
-	var leaderz, accepted, took []time.Duration
+	var leaderz, accepted, took, window []time.Duration
 	var rss, read, below []int64
 	for i := range c.Samples {
 		if i > 0 {
@@ -256,9 +259,11 @@ func coldStarts(ctx context.Context, c *Config, n int, leader *member, hc *http.
 		}
 		leaderz, accepted, rss = append(leaderz, up), append(accepted, ready.Sub(start)), append(rss, mem)
 		took, read, below = append(took, rec.Took), append(read, rec.RecordsRead), append(below, rec.Below)
-		c.logf("size %d: node-1 answered /leaderz 200 %s and carried out a command %s after its start, RSS %d MiB; its recovery took %s, read %d records, from a checkpoint %d offsets below the end", n,
-			up.Round(time.Millisecond), ready.Sub(start).Round(time.Millisecond), mem>>20, rec.Took, rec.RecordsRead, rec.Below)
+		window = append(window, rec.WindowLoad)
+		c.logf("size %d: node-1 answered /leaderz 200 %s and carried out a command %s after its start, RSS %d MiB; its recovery took %s, read %d records, from a checkpoint %d offsets below the end; its dedup window loaded %s after it", n,
+			up.Round(time.Millisecond), ready.Sub(start).Round(time.Millisecond), mem>>20, rec.Took, rec.RecordsRead, rec.Below, rec.WindowLoad)
 	}
+	row.WindowLoad = median(window)
 	row.LeaderzReady, row.ColdStart = median(leaderz), median(accepted)
 	row.RSSReady = median(rss)
 	row.Recovery, row.RecoveryRecords, row.CheckpointBelow = median(took), median(read), median(below)
