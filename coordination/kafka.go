@@ -218,8 +218,8 @@ func NewKafkaTransport(lease LeaseConfig, brokers ...string) (*KafkaTransport, e
 //
 // Every client of the transport gets its defaults
 // ([DefaultKafkaMetadataMinAge], [DefaultKafkaRetryBackoffMax],
-// [DefaultKafkaConcurrentTransactionsBackoff]), which these
-// options override, followed by the ones the transport's rules require, which
+// [DefaultKafkaConcurrentTransactionsBackoff], and batches written without
+// compression), which these options override, followed by the ones the transport's rules require, which
 // win over these options: a manual partitioner, acks=all,
 // idempotent writes, read_committed reads, and, for a role's producer, the
 // transactional id and the transaction timeout. It rejects options that set
@@ -292,6 +292,13 @@ func (t *KafkaTransport) clientOpts(extra ...kgo.Opt) []kgo.Opt {
 		kgo.MetadataMinAge(DefaultKafkaMetadataMinAge),
 		kgo.RetryBackoffFn(retryBackoff),
 		kgo.ConcurrentTransactionsBackoff(DefaultKafkaConcurrentTransactionsBackoff),
+		// franz-go compresses batches with snappy unless told otherwise.
+		// The records are small binary commands and checkpoint parts that
+		// are mostly hashes: compression saves few bytes, and costs CPU at
+		// the producer, at every broker (which decompresses a compressed
+		// batch to check it) and at every reader: a quarter of the CPU of
+		// reading a checkpoint of a million IDs went to decompressing it.
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
 	}
 	opts = append(opts, t.opts...)
 	opts = append(opts,

@@ -1,6 +1,7 @@
 package coordination_test
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -87,5 +88,23 @@ func TestKafkaProducerOptions(t *testing.T) {
 	}
 	if got, _ := cl.OptValue(kgo.RequiredAcks).(kgo.Acks); got != kgo.AllISRAcks() {
 		t.Errorf("acks %v, want all", got)
+	}
+	if got := cl.OptValue(kgo.ProducerBatchCompression); !reflect.DeepEqual(got, []kgo.CompressionCodec{kgo.NoCompression()}) {
+		t.Errorf("batch compression %v, want none", got)
+	}
+
+	// A caller's compression wins over the transport's default.
+	lz4, err := coordination.NewKafkaTransportWithClientOptions(lease, kgo.SeedBrokers("127.0.0.1:1"), kgo.ProducerBatchCompression(kgo.Lz4Compression()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lz4.Close()
+	cl2, err := kgo.NewClient(lz4.ProducerOptions("role-a")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl2.Close()
+	if got := cl2.OptValue(kgo.ProducerBatchCompression); !reflect.DeepEqual(got, []kgo.CompressionCodec{kgo.Lz4Compression()}) {
+		t.Errorf("batch compression %v with the caller's lz4, want lz4", got)
 	}
 }
