@@ -296,7 +296,7 @@ func (t *KafkaTransport) clientOpts(extra ...kgo.Opt) []kgo.Opt {
 		// The records are small binary commands and checkpoint parts that
 		// are mostly hashes: compression saves few bytes, and costs CPU at
 		// the producer, at every broker (which decompresses a compressed
-		// batch to check it) and at every reader: a quarter of the CPU of
+		// batch to check it) and at every reader: a sixth of the CPU of
 		// reading a checkpoint of a million IDs went to decompressing it.
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
 	}
