@@ -117,16 +117,16 @@ type Dispatcher struct {
 	// windowLoaded is closed once ids holds the dedup window: at the end
 	// of recovery, or, when recovery ended while the member's Standby
 	// still read the IDs of its checkpoint, once windowLater returned them
-	// (dispatcher_window.go). Until then loadingWindow is set: a new ID
-	// waits, and nothing is compacted, evicted or checkpointed.
-	windowLoaded  chan struct{}
-	loadingWindow bool
-	windowLater   func(context.Context) (idBlocks, error)
-	recovery      RecoveryStats
-	cpSeq         int64 // the sequence of the last checkpoint written
-	cpSince       int   // records of the role committed since the last checkpoint
-	cpAt          int64 // offset of the last checkpoint's last part, or the log start
-	cpDue         bool  // a checkpoint is due whatever cpSince says
+	// (dispatcher_window.go). Until then windowLater is set
+	// (loadingWindow): a new ID waits, and nothing is compacted, evicted
+	// or checkpointed.
+	windowLoaded chan struct{}
+	windowLater  func(context.Context) (idBlocks, error)
+	recovery     RecoveryStats
+	cpSeq        int64 // the sequence of the last checkpoint written
+	cpSince      int   // records of the role committed since the last checkpoint
+	cpAt         int64 // offset of the last checkpoint's last part, or the log start
+	cpDue        bool  // a checkpoint is due whatever cpSince says
 	// cpEnded is closed and replaced each time the writing of a checkpoint
 	// ends, committed or given up; cpEndedSeq is that checkpoint's
 	// sequence. A drain waits on them for its closing checkpoint.
@@ -414,7 +414,7 @@ func (d *Dispatcher) Submit(ctx context.Context, cmd Command) (Outcome, error) {
 		span.RecordError(err)
 		return Outcome{}, err
 	}
-	if err := d.awaitReady(ctx); err != nil {
+	if err := d.awaitClosed(ctx, d.ready); err != nil {
 		return Outcome{}, err
 	}
 	var c *command
@@ -453,11 +453,12 @@ func (d *Dispatcher) prepare(ctx context.Context, cmd Command, now time.Time) (C
 	return cmd, d.registry.Unavailable(ctx, cmd.Device)
 }
 
-// awaitReady waits until recovery is over, and returns ErrHalted when the
-// dispatcher halts first and ctx's error when ctx ends first.
-func (d *Dispatcher) awaitReady(ctx context.Context) error {
+// awaitClosed waits until ch closes (d.ready, when recovery is over, or
+// d.windowLoaded), and returns ErrHalted when the dispatcher halts first and
+// ctx's error when ctx ends first.
+func (d *Dispatcher) awaitClosed(ctx context.Context, ch <-chan struct{}) error {
 	select {
-	case <-d.ready:
+	case <-ch:
 		return nil
 	case <-d.haltCtx.Done():
 		return ErrHalted
@@ -529,7 +530,7 @@ func (d *Dispatcher) Lookup(id string) (outcome Outcome, ok bool) {
 func (d *Dispatcher) LookupContext(ctx context.Context, id string) (outcome Outcome, ok bool, err error) {
 	d.mu.Lock()
 	c, ok := d.commands[id]
-	if !ok && d.loadingWindow {
+	if !ok && d.loadingWindow() {
 		if err := d.waitWindow(ctx); err != nil {
 			d.mu.Unlock()
 			return Outcome{}, false, err

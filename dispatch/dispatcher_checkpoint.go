@@ -68,7 +68,7 @@ func (d *Dispatcher) checkpointDue() bool {
 // checkpointDueLocked reports whether a checkpoint is due. The caller holds
 // d.mu.
 func (d *Dispatcher) checkpointDueLocked() bool {
-	if d.ranger == nil || d.halted || d.loadingWindow {
+	if d.ranger == nil || d.halted || d.loadingWindow() {
 		return false
 	}
 	return d.cpDue || d.cpSince >= d.cfg.checkpointInterval

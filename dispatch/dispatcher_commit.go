@@ -160,7 +160,7 @@ func (d *Dispatcher) acceptLocked(ctx context.Context, cmd Command, span trace.S
 			}
 			return c, nil, nil
 		}
-		if d.loadingWindow {
+		if d.loadingWindow() {
 			// A new ID is known to be new only once the window is in.
 			if err := d.waitWindow(ctx); err != nil {
 				return nil, nil, err

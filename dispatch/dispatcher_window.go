@@ -41,7 +41,7 @@ func (d *Dispatcher) outsideWindow(cmd Command, now time.Time) error {
 // records back, the offsets of its first record and its outcome, and a hash
 // that no other compact ID holds. The caller holds d.mu.
 func (d *Dispatcher) compactCommand(c *command, now time.Time) bool {
-	if d.ranger == nil || d.loadingWindow || c.phase != phaseTerminal || c.first < 0 || c.outcomeAt < c.first {
+	if d.ranger == nil || d.loadingWindow() || c.phase != phaseTerminal || c.first < 0 || c.outcomeAt < c.first {
 		return false
 	}
 	id := CheckpointID{Hash: IDHash(c.cmd.ID), First: c.first, Outcome: c.outcomeAt, SubmittedAt: d.windowTime(c, now)}
@@ -64,7 +64,7 @@ func (d *Dispatcher) sweepLocked(now time.Time, force bool) {
 	}
 	d.lastSweep = now
 	cutoff := now.Add(-d.cfg.dedupWindow - DedupClockSkew)
-	if !d.loadingWindow {
+	if !d.loadingWindow() {
 		d.ids.evict(cutoff)
 	}
 	for id, c := range d.commands {
@@ -159,6 +159,10 @@ func (d *Dispatcher) readAt(ctx context.Context, offset int64) (Entry, error) {
 		d.role, offset, d.logTP.Topic, d.logTP.Partition)
 }
 
+// loadingWindow reports whether the dedup window is still to load behind
+// intake. The caller holds d.mu.
+func (d *Dispatcher) loadingWindow() bool { return d.windowLater != nil }
+
 // waitWindow releases d.mu until the dedup window is loaded, and takes it
 // again. It returns ErrHalted when the dispatcher halts first, and ctx's
 // error when ctx ends first; a caller that takes a command asks the intake
@@ -166,14 +170,7 @@ func (d *Dispatcher) readAt(ctx context.Context, offset int64) (Entry, error) {
 func (d *Dispatcher) waitWindow(ctx context.Context) error {
 	d.mu.Unlock()
 	defer d.mu.Lock()
-	select {
-	case <-d.windowLoaded:
-		return nil
-	case <-d.haltCtx.Done():
-		return ErrHalted
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return d.awaitClosed(ctx, d.windowLoaded)
 }
 
 // loadWindow loads the dedup window that recovery left to later, which
@@ -187,6 +184,7 @@ func (d *Dispatcher) waitWindow(ctx context.Context) error {
 // halts the dispatcher: the next leadership's recovery reads again.
 func (d *Dispatcher) loadWindow(later func(context.Context) (idBlocks, error)) {
 	began := time.Now()
+	held := 0
 	ids, err := later(d.haltCtx)
 	d.cfg.standby.release()
 	if err == nil {
@@ -194,11 +192,12 @@ func (d *Dispatcher) loadWindow(later func(context.Context) (idBlocks, error)) {
 		now := d.now()
 		err = d.ids.load(ids, now.Add(-d.cfg.dedupWindow-DedupClockSkew))
 		if err == nil {
-			d.loadingWindow, d.windowLater = false, nil
+			d.windowLater = nil
 			for _, c := range d.commands {
 				d.compactCommand(c, now)
 			}
 			close(d.windowLoaded)
+			held = d.ids.len()
 		}
 		d.mu.Unlock()
 	}
@@ -207,5 +206,5 @@ func (d *Dispatcher) loadWindow(later func(context.Context) (idBlocks, error)) {
 		return
 	}
 	d.cfg.logger.Info("dispatch: loaded the role's dedup window", "partition", d.logTP,
-		"took", time.Since(began).Round(time.Millisecond), "compact_ids", d.Retained().Compact)
+		"took", time.Since(began).Round(time.Millisecond), "compact_ids", held)
 }

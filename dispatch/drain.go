@@ -76,12 +76,8 @@ func (d *Dispatcher) Ready() <-chan struct{} { return d.ready }
 // dispatches again.
 func (d *Dispatcher) Drain(ctx context.Context) error {
 	d.StopIntake()
-	select {
-	case <-d.windowLoaded:
-	case <-d.haltCtx.Done():
-		return ErrHalted
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := d.awaitClosed(ctx, d.windowLoaded); err != nil {
+		return err
 	}
 	// A Submit or an intake take that passed the gate just before it closed
 	// may add a command after a snapshot: take snapshots until one is empty.

@@ -62,7 +62,7 @@ func (d *Dispatcher) recover(ctx context.Context) error {
 	now := d.now()
 	cutoff := now.Add(-d.cfg.dedupWindow - DedupClockSkew)
 	if state.idsLater != nil {
-		d.loadingWindow, d.windowLater = true, state.idsLater
+		d.windowLater = state.idsLater
 	} else {
 		if err := d.ids.load(state.ids, cutoff); err != nil {
 			return fmt.Errorf("dispatch: recover the log of role %s: %w", d.role, err)
@@ -117,7 +117,7 @@ func (d *Dispatcher) recover(ctx context.Context) error {
 	d.cfg.logger.Info("dispatch: recovered the role's log", "partition", d.logTP,
 		"took", time.Since(began).Round(time.Millisecond), "records_read", stats.RecordsRead,
 		"checkpoint_offset", stats.CheckpointOffset, "base_offset", stats.BaseOffset, "base_prefetched", stats.BasePrefetched, "checkpoint_prefetched", stats.CheckpointPrefetched, "tail_records", stats.TailRecords, "end", stats.End,
-		"compact_ids", d.ids.len(), "window_loading", d.loadingWindow, "taken_over", pending, "intake_next", state.intake,
+		"compact_ids", d.ids.len(), "window_loading", d.loadingWindow(), "taken_over", pending, "intake_next", state.intake,
 		// The commit schedule in force, so that an operator sees what the
 		// configuration made of it.
 		"commit_gap", d.cfg.commitGap, "commit_linger", d.cfg.commitLinger, "outcome_linger", d.cfg.outcomeLinger)

@@ -79,12 +79,8 @@ func (d *Dispatcher) Resolve(ctx context.Context, id string, action ResolveActio
 	if action != ResolveRedispatch && action != ResolveCancel {
 		return Outcome{}, fmt.Errorf("dispatch: resolve %q: unknown action %s", id, action)
 	}
-	select {
-	case <-d.ready:
-	case <-d.haltCtx.Done():
-		return Outcome{}, ErrHalted
-	case <-ctx.Done():
-		return Outcome{}, ctx.Err()
+	if err := d.awaitClosed(ctx, d.ready); err != nil {
+		return Outcome{}, err
 	}
 	var c *command
 	err := d.guard("Resolve", func() (err error) {

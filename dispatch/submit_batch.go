@@ -82,7 +82,7 @@ func (d *Dispatcher) SubmitBatch(ctx context.Context, cmds []Command) []SubmitRe
 			todo = append(todo, i)
 		}
 	}
-	if err := d.awaitReady(ctx); err != nil {
+	if err := d.awaitClosed(ctx, d.ready); err != nil {
 		return fail(err, todo)
 	}
 
@@ -173,7 +173,7 @@ func (d *Dispatcher) acceptBatch(ctx context.Context, batch []Command, spans []t
 // commit queue or among the pending commands. The caller holds d.mu, under
 // which neither fills but by the caller's own hand.
 func (d *Dispatcher) mustWaitLocked() bool {
-	if _, full := d.commits.full(); full || d.loadingWindow {
+	if _, full := d.commits.full(); full || d.loadingWindow() {
 		return true
 	}
 	return d.pending >= d.cfg.maxPending && !d.halted
