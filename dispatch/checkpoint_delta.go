@@ -23,11 +23,11 @@ func readBase(ctx context.Context, role string, base CheckpointBase, logStart in
 		return ids, 0, err
 	}
 	if base.First < logStart {
-		return nil, 0, errBaseGone
+		return idBlocks{}, 0, errBaseGone
 	}
 	entries, n, err := readHalves(ctx, base.First, base.Last+1, read)
 	if err != nil {
-		return nil, n, err
+		return idBlocks{}, n, err
 	}
 	parts, _ := baseParts(role, entries, base)
 	above := len(entries) == 0 || entries[0].Offset > base.First
@@ -36,9 +36,9 @@ func readBase(ctx context.Context, role string, base CheckpointBase, logStart in
 		if above {
 			// The read began above the base's first offset: the log
 			// start moved past it while the read went on.
-			return nil, n, errBaseGone
+			return idBlocks{}, n, errBaseGone
 		}
-		return nil, n, newFormatError("checkpoint", fmt.Errorf("offsets %d to %d hold no part of the base checkpoint %d under token %s",
+		return idBlocks{}, n, newFormatError("checkpoint", fmt.Errorf("offsets %d to %d hold no part of the base checkpoint %d under token %s",
 			base.First, base.Last, base.Sequence, base.Token))
 	}
 	ids, err := baseIDs(role, base, parts)
@@ -64,10 +64,10 @@ func baseParts(role string, entries []Entry, base CheckpointBase) ([]CheckpointP
 func baseIDs(role string, base CheckpointBase, parts []CheckpointPart) (idBlocks, error) {
 	cp, ids, err := assembleCheckpoint(role, parts)
 	if err != nil {
-		return nil, fmt.Errorf("the base checkpoint at offsets %d to %d: %w", base.First, base.Last, err)
+		return idBlocks{}, fmt.Errorf("the base checkpoint at offsets %d to %d: %w", base.First, base.Last, err)
 	}
 	if cp.Base != nil {
-		return nil, newFormatError("checkpoint", fmt.Errorf("the base checkpoint at offsets %d to %d is a delta itself", base.First, base.Last))
+		return idBlocks{}, newFormatError("checkpoint", fmt.Errorf("the base checkpoint at offsets %d to %d is a delta itself", base.First, base.Last))
 	}
 	return ids, nil
 }
@@ -75,18 +75,10 @@ func baseIDs(role string, base CheckpointBase, parts []CheckpointPart) (idBlocks
 // overlay returns the dedup window that a delta describes: the IDs of base
 // with those of delta in place of any of the same hash, both in hash order.
 // The blocks of base that delta adds nothing to are kept as they are, and
-// each one it adds to is let go once replaced.
+// each one it adds to is let go once replaced. It takes base over.
 func overlay(base, delta idBlocks) idBlocks {
-	return mergeBlocks(base, delta.all())
-}
-
-// all returns the IDs of b in one slice of their own.
-func (b idBlocks) all() []compactID {
-	out := make([]compactID, 0, b.count())
-	for _, blk := range b {
-		out = append(out, blk...)
-	}
-	return out
+	base.mergeIn(delta.all())
+	return base
 }
 
 // deltaIDsLocked returns, in a slice of their own, the compact IDs that a
@@ -97,8 +89,27 @@ func (d *Dispatcher) deltaIDsLocked() []compactID {
 	out := make([]compactID, 0, len(d.cpAdded))
 	for _, id := range d.cpAdded {
 		if cur, ok := d.ids.find(id.hash); ok && cur.First == id.first {
-			out = append(out, id)
+			out = append(out, toCompact(cur))
 		}
+	}
+	return out
+}
+
+// addedID names an ID added to the dedup window by its hash and the offset
+// of its first record: the window holds the rest, and an ID of the same
+// hash added later has another first offset. It takes half the memory of
+// the compact ID, and a dispatcher notes one for every ID added between
+// two full checkpoints.
+type addedID struct {
+	hash  uint64
+	first int64
+}
+
+// addedIDs names ids as IDs added to the window.
+func addedIDs(ids []compactID) []addedID {
+	out := make([]addedID, len(ids))
+	for i, id := range ids {
+		out[i] = addedID{hash: id.hash, first: id.first}
 	}
 	return out
 }

@@ -123,7 +123,12 @@ func TestMergeBlockReplaces(t *testing.T) {
 	sorted := func(n int, hashes []uint64) []compactID {
 		ids := make([]compactID, 0, n)
 		for _, h := range rng.Perm(len(hashes))[:n] {
-			ids = append(ids, compactID{hash: hashes[h], first: rng.Int64N(1000)})
+			id := compactID{hash: hashes[h], first: rng.Int64N(1000), submitted: packEpoch + rng.Int64N(1<<40)}
+			if rng.IntN(4) == 0 {
+				id.submitted = 1 // before packEpoch: held wide
+			}
+			id.outcome = id.first + rng.Int64N(3)
+			ids = append(ids, id)
 		}
 		sortByHash(ids)
 		return ids
@@ -158,7 +163,17 @@ func TestMergeBlockReplaces(t *testing.T) {
 				sizes[p]++
 			}
 		}
-		got := mergeBlock(blk, add)
+		blocks := blocksOf(blk)
+		got := idBlocks{list: blocks.mergeBlock(blocks.list[0], add), wide: blocks.wide}
+		wide := 0
+		for _, id := range want {
+			if _, ok := pack(id); !ok {
+				wide++
+			}
+		}
+		if len(got.wide) != wide {
+			t.Fatalf("round %d: %d wide IDs held, want %d", round, len(got.wide), wide)
+		}
 		if !slices.Equal(flat(got), want) || !slices.Equal(blockSizes(got), sizes) {
 			t.Fatalf("round %d: %d IDs over %d: blocks of %v, want %v", round, len(add), len(blk), blockSizes(got), sizes)
 		}
@@ -167,7 +182,7 @@ func TestMergeBlockReplaces(t *testing.T) {
 
 func blockSizes(b idBlocks) []int {
 	var out []int
-	for _, blk := range b {
+	for _, blk := range b.list {
 		out = append(out, len(blk))
 	}
 	return out
@@ -180,7 +195,7 @@ func TestOverlay(t *testing.T) {
 		base = append(base, compactID{hash: uint64(i) * 10, first: int64(i), outcome: int64(i), submitted: 1})
 	}
 	blocks := blocksOf(base)
-	untouched := &blocks[1][0]
+	untouched := &blocks.list[1][0]
 	delta := []compactID{
 		{hash: 5, first: 100000, outcome: 100000, submitted: 2},                            // new, first block
 		{hash: 20, first: 100001, outcome: 100002, submitted: 2},                           // replaces hash 20
@@ -207,7 +222,7 @@ func TestOverlay(t *testing.T) {
 		}
 	}
 	kept := false
-	for _, blk := range got {
+	for _, blk := range got.list {
 		if &blk[0] == untouched {
 			kept = true
 		}
@@ -215,7 +230,7 @@ func TestOverlay(t *testing.T) {
 	if !kept {
 		t.Fatal("overlay copied a block that the delta adds nothing to")
 	}
-	if got := overlay(nil, blocksOf(delta)); !slices.Equal(flat(got), delta) {
+	if got := overlay(idBlocks{}, blocksOf(delta)); !slices.Equal(flat(got), delta) {
 		t.Fatalf("a delta on an empty base: %+v", got)
 	}
 }
@@ -600,7 +615,7 @@ func TestFullCheckpointDue(t *testing.T) {
 		{"a first delta above a quarter", 1600, base, 0, 0, 401, true},
 	} {
 		d := &Dispatcher{cfg: &config{checkpointInterval: interval}, ids: window(c.ids), cpBase: c.base,
-			cpSeq: c.seq, cpFullSince: c.since, cpAdded: make([]compactID, c.added)}
+			cpSeq: c.seq, cpFullSince: c.since, cpAdded: make([]addedID, c.added)}
 		if got := d.fullCheckpointDueLocked(); got != c.wantWhole {
 			t.Errorf("%s: whole %t, want %t", c.name, got, c.wantWhole)
 		}

@@ -140,7 +140,7 @@ type Dispatcher struct {
 	// since then (and since the snapshot of a full checkpoint on its way).
 	cpBase      *CheckpointBase
 	cpFullSince int
-	cpAdded     []compactID
+	cpAdded     []addedID
 }
 
 // NewDispatcher checks its arguments and options and returns a Dispatcher

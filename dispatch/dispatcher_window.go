@@ -48,7 +48,7 @@ func (d *Dispatcher) compactCommand(c *command, now time.Time) bool {
 	if timeProblem(id.SubmittedAt, true) != "" || !d.ids.add(id) {
 		return false
 	}
-	d.cpAdded = append(d.cpAdded, toCompact(id))
+	d.cpAdded = append(d.cpAdded, addedID{hash: id.Hash, first: id.First})
 	if d.commands[c.cmd.ID] == c {
 		delete(d.commands, c.cmd.ID)
 	}

@@ -420,9 +420,12 @@
 // ahead holds its IDs longer.
 //
 // A settled command is kept only as a compact ID ([CheckpointID]): the
-// 64-bit hash of its ID and the offsets of its first record and its terminal
-// outcome, about 32 bytes, without its payload ([Dispatcher.Retained]
-// counts them). A Submit or a request whose ID hashes to a compact ID reads
+// 64-bit hash of its ID, the offsets of its first record and its terminal
+// outcome and its submission time, packed in 24 bytes, without its payload
+// ([Dispatcher.Retained] counts them); the rare ID whose offsets or time do
+// not fit the packing (a first offset past 2^46, an outcome 2^40 offsets
+// after it, a time before 2020 or after 2159) is held whole beside them. A
+// Submit or a request whose ID hashes to a compact ID reads
 // the record at the first offset from the log to compare the IDs exactly; a
 // duplicate gets the outcome read from the outcome's offset
 // ([Dispatcher.LookupContext] does the same): two reads of one record each,

@@ -195,7 +195,7 @@ func EncodeCheckpoint(role string, seq int64, cp Checkpoint) ([]CheckpointPart, 
 		ids[i] = toCompact(id)
 	}
 	sortByHash(ids)
-	return encodeWindowCheckpoint(role, seq, cp, idBlocks{ids})
+	return encodeWindowCheckpoint(role, seq, cp, blocksOf(ids))
 }
 
 // encodeWindowCheckpoint is EncodeCheckpoint for a dispatcher's state: the
@@ -224,14 +224,16 @@ func eachWindowCheckpointPart(role string, seq int64, cp Checkpoint, ids idBlock
 	if n := ids.count(); n > math.MaxInt32 {
 		return fmt.Errorf("dispatch: encode checkpoint: %d compact IDs are too many", n)
 	}
-	var prev *compactID
-	for _, blk := range ids {
-		for i := range blk {
-			if err := checkCompactID(prev, blk[i]); err != nil {
-				return fmt.Errorf("dispatch: encode checkpoint: %w", err)
-			}
-			prev = &blk[i]
+	var prev compactID
+	for i, id := range ids.each() {
+		var before *compactID
+		if i > 0 {
+			before = &prev
 		}
+		if err := checkCompactID(before, id); err != nil {
+			return fmt.Errorf("dispatch: encode checkpoint: %w", err)
+		}
+		prev = id
 	}
 	return encodeCheckpointParts(cp, ids, func(part, parts int, data []byte) error {
 		if parts > MaxCheckpointParts {
@@ -267,10 +269,8 @@ func AssembleCheckpoint(role string, parts []CheckpointPart) (Checkpoint, error)
 	}
 	if n := ids.count(); n > 0 {
 		cp.IDs = make([]CheckpointID, 0, n)
-		for _, blk := range ids {
-			for _, id := range blk {
-				cp.IDs = append(cp.IDs, id.checkpointID())
-			}
+		for _, id := range ids.each() {
+			cp.IDs = append(cp.IDs, id.checkpointID())
 		}
 	}
 	return cp, nil
@@ -284,11 +284,11 @@ func AssembleCheckpoint(role string, parts []CheckpointPart) (Checkpoint, error)
 func assembleCheckpoint(role string, parts []CheckpointPart) (Checkpoint, idBlocks, error) {
 	r, err := checkpointReader(parts)
 	if err != nil {
-		return Checkpoint{}, nil, err
+		return Checkpoint{}, idBlocks{}, err
 	}
 	cp, ids, err := decodeCheckpointState(role, r)
 	if err != nil {
-		return Checkpoint{}, nil, newFormatError("checkpoint", err)
+		return Checkpoint{}, idBlocks{}, newFormatError("checkpoint", err)
 	}
 	return cp, ids, nil
 }
@@ -340,7 +340,7 @@ func assembleCheckpointHead(role string, parts []CheckpointPart) (cp Checkpoint,
 	return cp, func() (idBlocks, error) {
 		ids, err := decodeCheckpointIDs(&r, version)
 		if err != nil {
-			return nil, newFormatError("checkpoint", err)
+			return idBlocks{}, newFormatError("checkpoint", err)
 		}
 		return ids, nil
 	}, nil
@@ -388,26 +388,22 @@ func encodeCheckpointParts(cp Checkpoint, ids idBlocks, emit func(part, parts in
 	}
 	head.int32(int32(ids.count()))
 	size, prevAt := len(head.buf), int64(0)
-	for _, blk := range ids {
-		for _, id := range blk {
-			d := id.submitted - prevAt
-			size += 8 + uvarintLen(uint64(id.first)) + uvarintLen(uint64(id.outcome-id.first)) + uvarintLen(uint64(d<<1)^uint64(d>>63))
-			prevAt = id.submitted
-		}
+	for _, id := range ids.each() {
+		d := id.submitted - prevAt
+		size += 8 + uvarintLen(uint64(id.first)) + uvarintLen(uint64(id.outcome-id.first)) + uvarintLen(uint64(d<<1)^uint64(d>>63))
+		prevAt = id.submitted
 	}
 	w := partWriter{left: size, parts: (size + MaxCheckpointPartLen - 1) / MaxCheckpointPartLen, emit: emit}
 	w.write(head.buf)
 	var buf [maxCompactIDLen]byte
 	prevAt = 0
-	for _, blk := range ids {
-		for _, id := range blk {
-			b := binary.BigEndian.AppendUint64(buf[:0], id.hash)
-			b = binary.AppendUvarint(b, uint64(id.first))
-			b = binary.AppendUvarint(b, uint64(id.outcome-id.first))
-			b = binary.AppendVarint(b, id.submitted-prevAt)
-			w.write(b)
-			prevAt = id.submitted
-		}
+	for _, id := range ids.each() {
+		b := binary.BigEndian.AppendUint64(buf[:0], id.hash)
+		b = binary.AppendUvarint(b, uint64(id.first))
+		b = binary.AppendUvarint(b, uint64(id.outcome-id.first))
+		b = binary.AppendVarint(b, id.submitted-prevAt)
+		w.write(b)
+		prevAt = id.submitted
 	}
 	return w.err
 }
@@ -563,11 +559,11 @@ func outcomeEmpty(o Outcome) bool {
 func decodeCheckpointState(role string, r wireReader) (Checkpoint, idBlocks, error) {
 	cp, version, err := decodeCheckpointHead(role, &r)
 	if err != nil {
-		return Checkpoint{}, nil, err
+		return Checkpoint{}, idBlocks{}, err
 	}
 	ids, err := decodeCheckpointIDs(&r, version)
 	if err != nil {
-		return Checkpoint{}, nil, err
+		return Checkpoint{}, idBlocks{}, err
 	}
 	return cp, ids, nil
 }
@@ -649,7 +645,7 @@ func decodeCheckpointIDs(r *wireReader, version int16) (idBlocks, error) {
 	}
 	r.end()
 	if r.err != nil {
-		return nil, r.err
+		return idBlocks{}, r.err
 	}
 	return ids, nil
 }
@@ -671,13 +667,13 @@ func readIDCount(r *wireReader, least int) int {
 // checked as checkCompactID checks it.
 func readCompactIDs(r *wireReader) idBlocks {
 	m := readIDCount(r, minCompactIDLen)
-	blocks := make(idBlocks, 0, (m+windowBlock-1)/windowBlock)
-	var blk []compactID
+	blocks := idBlocks{list: make([][]packedID, 0, (m+windowBlock-1)/windowBlock)}
+	var blk []packedID
 	prevHash, prevAt := uint64(0), int64(0)
 	for i := range m {
 		if len(blk) == cap(blk) {
 			// The IDs go straight into the blocks the window keeps.
-			blk = make([]compactID, 0, min(windowBlock, m-i))
+			blk = make([]packedID, 0, min(windowBlock, m-i))
 		}
 		var hash, first, out uint64
 		var at int64
@@ -714,7 +710,7 @@ func readCompactIDs(r *wireReader) idBlocks {
 		}
 		switch {
 		case r.err != nil:
-			return nil
+			return idBlocks{}
 		case i > 0 && hash <= prevHash:
 			r.fail("compact ID %d: hash %016x does not follow %016x: out of order or held twice", i, hash, prevHash)
 		case first > math.MaxInt64 || out > math.MaxInt64-first:
@@ -723,17 +719,17 @@ func readCompactIDs(r *wireReader) idBlocks {
 			r.fail("compact ID %d: submitted at out of range", i)
 		}
 		if r.err != nil {
-			return nil
+			return idBlocks{}
 		}
 		prevHash = hash
 		prevAt += at
 		if prevAt <= zeroTimeMillis || prevAt > maxTimeMillis {
 			r.fail("compact ID %d: submitted at %d ms is outside the years 1 to 9999", i, prevAt)
-			return nil
+			return idBlocks{}
 		}
-		blk = append(blk, compactID{hash: prevHash, first: int64(first), outcome: int64(first + out), submitted: prevAt})
+		blk = append(blk, blocks.put(compactID{hash: prevHash, first: int64(first), outcome: int64(first + out), submitted: prevAt}))
 		if len(blk) == cap(blk) {
-			blocks = append(blocks, blk)
+			blocks.list = append(blocks.list, blk)
 		}
 	}
 	return blocks
@@ -753,17 +749,17 @@ func readCompactIDsV0(r *wireReader) idBlocks {
 		out := r.uvarint("outcome offset delta")
 		at := r.varint("submitted at delta")
 		if r.err != nil {
-			return nil
+			return idBlocks{}
 		}
 		if first > math.MaxInt64-uint64(prevFirst) || out > math.MaxInt64-(uint64(prevFirst)+first) {
 			r.fail("compact ID %d: offset out of range", i)
-			return nil
+			return idBlocks{}
 		}
 		id.first = prevFirst + int64(first)
 		id.outcome = id.first + int64(out)
 		if (at > 0 && prevAt > maxTimeMillis-at) || (at < 0 && prevAt < zeroTimeMillis-at) {
 			r.fail("compact ID %d: submitted at out of range", i)
-			return nil
+			return idBlocks{}
 		}
 		prevAt += at
 		id.submitted = prevAt
@@ -774,7 +770,7 @@ func readCompactIDsV0(r *wireReader) idBlocks {
 			r.fail("compact ID at offset %d: submitted at %d ms is outside the years 1 to 9999", id.first, prevAt)
 		}
 		if r.err != nil {
-			return nil
+			return idBlocks{}
 		}
 		prevFirst = id.first
 		ids[i] = id
@@ -783,7 +779,7 @@ func readCompactIDsV0(r *wireReader) idBlocks {
 	for i := 1; i < len(ids); i++ {
 		if ids[i].hash == ids[i-1].hash {
 			r.fail("compact ID hash %016x held twice", ids[i].hash)
-			return nil
+			return idBlocks{}
 		}
 	}
 	return blocksOf(ids)

@@ -304,13 +304,7 @@ func randomCompactIDs(r *rand.Rand, n int) []compactID {
 }
 
 // flat returns the IDs of blocks in one slice.
-func flat(blocks idBlocks) []compactID {
-	var out []compactID
-	for _, blk := range blocks {
-		out = append(out, blk...)
-	}
-	return out
-}
+func flat(blocks idBlocks) []compactID { return blocks.all() }
 
 // TestAssembleCheckpointHead checks the decoder of a lookup, which leaves
 // the compact IDs for later: the head it returns and the IDs it decodes

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
@@ -99,7 +98,7 @@ func (d *Dispatcher) recover(ctx context.Context) error {
 		// started from and those the records after it settled.
 		if state.base != nil {
 			d.cpBase = state.base
-			d.cpAdded = append(slices.Clone(state.sinceBase), d.cpAdded...)
+			d.cpAdded = append(addedIDs(state.sinceBase), d.cpAdded...)
 			d.cpFullSince = 2 * len(d.cpAdded)
 		}
 	}

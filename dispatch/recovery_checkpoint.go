@@ -226,7 +226,7 @@ func searchCheckpoint(ctx context.Context, role string, start, end, step int64, 
 					// without it, and idsLater waits for it.
 					s.sinceBase, s.prefetched = ids.all(), true
 					s.idsLater = bases.laterBase(role, ref, start, read, inHand, ids)
-					ids = nil
+					ids = idBlocks{}
 				} else {
 					base, n, prefetched, err := bases.readBase(ctx, role, *cp.Base, start, read, inHand)
 					s.read, s.prefetched = s.read+n, prefetched
@@ -283,10 +283,10 @@ func buildAhead(ctx context.Context, role string, start, step int64, read rangeR
 		}
 		sinceBase, prefetched = ids.all(), true
 		later = bases.laterBase(role, *f.cp.Base, start, read, inHand, ids)
-		ids = nil
+		ids = idBlocks{}
 	case f.cp.Base == nil && bases.reading(*f.newestFull):
 		// The Standby still reads the IDs of the full checkpoint.
-		later = bases.laterBase(role, *f.newestFull, start, read, nil, nil)
+		later = bases.laterBase(role, *f.newestFull, start, read, nil, idBlocks{})
 	case f.cp.Base != nil:
 		var inHand []CheckpointPart
 		if f.unread != nil {

@@ -42,7 +42,7 @@ import (
 //
 // A Standby is safe for concurrent use. From a Prefetch until the next
 // recovery ends, which takes them or lets them go, it holds one full
-// checkpoint's IDs at most, 32 bytes a command, and the newest checkpoint's
+// checkpoint's IDs at most, 24 bytes a command, and the newest checkpoint's
 // head and records after it: the commands the checkpoint holds whole, the
 // IDs of a delta, and about a checkpoint interval of the role's records.
 type Standby struct {
@@ -213,23 +213,23 @@ func (s *Standby) Prefetch(ctx context.Context) error {
 // first, or ctx ended. A nil Standby holds nothing.
 func (s *Standby) take(ctx context.Context, ref CheckpointBase) (ids idBlocks, ok bool) {
 	if s == nil {
-		return nil, false
+		return idBlocks{}, false
 	}
 	s.mu.Lock()
 	b := s.base
 	s.mu.Unlock()
 	if b == nil || b.ref != ref {
-		return nil, false
+		return idBlocks{}, false
 	}
 	select {
 	case <-b.done:
 	case <-ctx.Done():
-		return nil, false
+		return idBlocks{}, false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.base != b || b.err != nil {
-		return nil, false
+		return idBlocks{}, false
 	}
 	s.base = nil
 	return b.ids, true
@@ -268,9 +268,9 @@ func (s *Standby) laterBase(role string, base CheckpointBase, logStart int64, rr
 			err = fmt.Errorf("the full checkpoint at offsets %d to %d, whose IDs a standby was reading, is below the log start now: %w", base.First, base.Last, err)
 		}
 		if err != nil {
-			return nil, err
+			return idBlocks{}, err
 		}
-		if delta == nil {
+		if delta.count() == 0 {
 			return ids, nil
 		}
 		return overlay(ids, delta), nil

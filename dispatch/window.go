@@ -4,8 +4,8 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"time"
 )
 
@@ -40,14 +40,14 @@ func (e *OutsideWindowError) Error() string {
 func (e *OutsideWindowError) Unwrap() error { return ErrOutsideDedupWindow }
 
 // idWindow holds the settled commands inside the dedup window as compact
-// IDs: the hash of the ID and the offsets of its first record and its
-// outcome, 32 bytes each with no pointer for the collector to follow. No two
-// hold the same hash; a command whose hash is taken stays whole in the
-// dispatcher's command map instead.
+// IDs: the hash of the ID, the offsets of its first record and its outcome
+// and its submission time, packed in 24 bytes each (packedID) with no
+// pointer for the collector to follow. No two hold the same hash; a command
+// whose hash is taken stays whole in the dispatcher's command map instead.
 //
 // The IDs live in blocks of at most windowBlock IDs, sorted by hash and
 // searched by bisection, and a small map of the latest additions that is
-// merged into the blocks when it grows, so that a million IDs cost their 32
+// merged into the blocks when it grows, so that a million IDs cost their 24
 // MB and no map of that size. A merge replaces the blocks it adds to and
 // leaves the others as they are: it never holds a second copy of the whole
 // window, as growing one slice of a million IDs would. A checkpoint encodes
@@ -55,56 +55,15 @@ func (e *OutsideWindowError) Unwrap() error { return ErrOutsideDedupWindow }
 // merge changes no block, and while shared is set an eviction changes
 // copies of the blocks instead of the blocks.
 type idWindow struct {
-	blocks idBlocks
+	idBlocks
 	firsts []uint64 // the first hash of each block
 	n      int      // the IDs the blocks hold
 	recent map[uint64]compactID
 	shared bool
 }
 
-// windowBlock is the most IDs one block of the window holds: 128 KiB.
+// windowBlock is the most IDs one block of the window holds: 96 KiB.
 const windowBlock = 4096
-
-// idBlocks are compact IDs in blocks, every one sorted by hash and not
-// empty, each block's hashes below the next one's.
-type idBlocks [][]compactID
-
-// count returns how many IDs the blocks hold.
-func (b idBlocks) count() int {
-	n := 0
-	for _, blk := range b {
-		n += len(blk)
-	}
-	return n
-}
-
-// find returns the ID with hash h.
-func (b idBlocks) find(h uint64) (compactID, bool) {
-	// The block that holds h, if any, is the last one that starts at or
-	// below it.
-	k := sort.Search(len(b), func(k int) bool { return b[k][0].hash > h })
-	if k == 0 {
-		return compactID{}, false
-	}
-	blk := b[k-1]
-	i, ok := slices.BinarySearchFunc(blk, h, func(id compactID, h uint64) int { return cmp.Compare(id.hash, h) })
-	if !ok {
-		return compactID{}, false
-	}
-	return blk[i], true
-}
-
-// blocksOf returns the blocks of ids, sorted by hash: new blocks of at most
-// windowBlock IDs, copied out of ids.
-func blocksOf(ids []compactID) idBlocks {
-	var out idBlocks
-	for len(ids) > 0 {
-		n := min(len(ids), windowBlock)
-		out = append(out, slices.Clone(ids[:n]))
-		ids = ids[n:]
-	}
-	return out
-}
 
 // compactID is the in-memory form of a CheckpointID.
 type compactID struct {
@@ -140,10 +99,8 @@ func (w *idWindow) find(h uint64) (CheckpointID, bool) {
 		}
 		b--
 	}
-	blk := w.blocks[b]
-	i, ok := slices.BinarySearchFunc(blk, h, func(id compactID, h uint64) int { return cmp.Compare(id.hash, h) })
-	if ok {
-		return blk[i].checkpointID(), true
+	if id, ok := w.findIn(w.list[b], h); ok {
+		return id.checkpointID(), true
 	}
 	return CheckpointID{}, false
 }
@@ -169,19 +126,19 @@ var errHashTwice = errors.New("dispatch: compact IDs hold one hash twice or are 
 // out of order, empty, or with one hash twice, which no checkpoint that
 // decodes holds.
 func (w *idWindow) load(blocks idBlocks, cutoff time.Time) error {
-	prev := compactID{}
-	for b, blk := range blocks {
+	var prev uint64
+	for b, blk := range blocks.list {
 		if len(blk) == 0 {
 			return fmt.Errorf("%w: block %d is empty", errHashTwice, b)
 		}
-		for i, id := range blk {
-			if (b > 0 || i > 0) && id.hash <= prev.hash {
-				return fmt.Errorf("%w: %016x after %016x", errHashTwice, id.hash, prev.hash)
+		for i, p := range blk {
+			if (b > 0 || i > 0) && p.hash <= prev {
+				return fmt.Errorf("%w: %016x after %016x", errHashTwice, p.hash, prev)
 			}
-			prev = id
+			prev = p.hash
 		}
 	}
-	w.blocks, w.shared = blocks, false
+	w.idBlocks, w.shared = blocks, false
 	clear(w.recent)
 	w.evict(cutoff)
 	w.index()
@@ -192,7 +149,7 @@ func (w *idWindow) load(blocks idBlocks, cutoff time.Time) error {
 func (w *idWindow) index() {
 	w.firsts = w.firsts[:0]
 	w.n = 0
-	for _, blk := range w.blocks {
+	for _, blk := range w.list {
 		w.firsts = append(w.firsts, blk[0].hash)
 		w.n += len(blk)
 	}
@@ -246,45 +203,46 @@ func (w *idWindow) merge() {
 	clear(w.recent)
 	// The old blocks go now, not with the whole list, unless a checkpoint
 	// reads them.
-	w.blocks = mergeBlocks(w.blocks, add)
+	w.mergeIn(add)
 	w.index()
 }
 
-// mergeBlocks returns blocks with add, sorted by hash, merged in, the IDs
-// of add in place of any of blocks of the same hash. A block that add adds
-// nothing to is kept as it is; one it adds to is replaced by new blocks
-// (mergeBlock) and let go in blocks.
-func mergeBlocks(blocks idBlocks, add []compactID) idBlocks {
-	if len(blocks) == 0 {
-		return blocksOf(add)
+// mergeIn merges add, sorted by hash, into b, the IDs of add in place of
+// any of b of the same hash. A block that add adds nothing to is kept as it
+// is; one it adds to is replaced by new blocks (mergeBlock) and let go in
+// the list b held before, which b no longer shares.
+func (b *idBlocks) mergeIn(add []compactID) {
+	if len(b.list) == 0 {
+		*b = blocksOf(add)
+		return
 	}
-	out := make(idBlocks, 0, len(blocks)+len(add)/windowBlock+1)
-	for b, blk := range blocks {
+	old := b.list
+	b.list = make([][]packedID, 0, len(old)+len(add)/windowBlock+1)
+	for k, blk := range old {
 		// The additions below the next block's first hash go in this one;
 		// those below the first block's go in the first.
-		k := len(add)
-		if b+1 < len(blocks) {
-			k, _ = slices.BinarySearchFunc(add, blocks[b+1][0].hash, func(id compactID, h uint64) int { return cmp.Compare(id.hash, h) })
+		n := len(add)
+		if k+1 < len(old) {
+			n, _ = slices.BinarySearchFunc(add, old[k+1][0].hash, func(id compactID, h uint64) int { return cmp.Compare(id.hash, h) })
 		}
-		if k == 0 {
-			out = append(out, blk)
+		if n == 0 {
+			b.list = append(b.list, blk)
 			continue
 		}
-		out = append(out, mergeBlock(blk, add[:k])...)
-		add = add[k:]
-		blocks[b] = nil
+		b.list = append(b.list, b.mergeBlock(blk, add[:n])...)
+		add = add[n:]
+		old[k] = nil
 	}
-	return out
 }
 
 // mergeBlock returns the IDs of blk and add, both sorted by hash, with
 // those of add in place of any of blk of the same hash, in new blocks of at
-// most windowBlock IDs and as even as they can be. It walks both once,
-// counting the replaced IDs first to size the blocks: a delta adds to
-// nearly every block of a large base, and searching the additions for each
-// ID of a block cost more than the rest of a recovery from a prefetched
-// base.
-func mergeBlock(blk, add []compactID) idBlocks {
+// most windowBlock IDs and as even as they can be; b holds the wide ones.
+// It walks both once, counting the replaced IDs first to size the blocks: a
+// delta adds to nearly every block of a large base, and searching the
+// additions for each ID of a block cost more than the rest of a recovery
+// from a prefetched base.
+func (b *idBlocks) mergeBlock(blk []packedID, add []compactID) [][]packedID {
 	replaced := 0
 	for i, j := 0, 0; i < len(blk) && j < len(add); {
 		switch {
@@ -300,23 +258,23 @@ func mergeBlock(blk, add []compactID) idBlocks {
 	}
 	total := len(blk) - replaced + len(add)
 	pieces := (total + windowBlock - 1) / windowBlock
-	out := make(idBlocks, pieces)
+	out := make([][]packedID, pieces)
 	i, j := 0, 0
 	for p := range out {
 		size := total / pieces
 		if p < total%pieces {
 			size++
 		}
-		cur := make([]compactID, size)
+		cur := make([]packedID, size)
 		for k := range cur {
 			if i < len(blk) && j < len(add) && blk[i].hash == add[j].hash {
-				i++ // replaced by add[j], taken next
+				i++ // replaced by add[j], taken next; put lets go of it if wide
 			}
 			if j >= len(add) || (i < len(blk) && blk[i].hash < add[j].hash) {
 				cur[k] = blk[i]
 				i++
 			} else {
-				cur[k] = add[j]
+				cur[k] = b.put(add[j])
 				j++
 			}
 		}
@@ -338,47 +296,61 @@ func (w *idWindow) evict(cutoff time.Time) int {
 			n++
 		}
 	}
-	kept := w.blocks[:0]
+	kept := w.list[:0]
 	if w.shared {
-		kept = make(idBlocks, 0, len(w.blocks))
+		kept = make([][]packedID, 0, len(w.list))
 	}
-	for _, blk := range w.blocks {
+	for _, blk := range w.list {
 		old := 0
-		for _, id := range blk {
-			if id.submitted < limit {
+		for _, p := range blk {
+			if w.submitted(p) < limit {
 				old++
 			}
 		}
 		switch {
 		case old == len(blk):
 			n += old
+			for _, p := range blk {
+				w.drop(p)
+			}
 			continue
 		case old > 0:
 			n += old
 			dst := blk[:0]
 			if w.shared || cap(blk) > 2*(len(blk)-old)+64 {
-				dst = make([]compactID, 0, len(blk)-old)
+				dst = make([]packedID, 0, len(blk)-old)
 			}
-			for _, id := range blk {
-				if id.submitted >= limit {
-					dst = append(dst, id)
+			for _, p := range blk {
+				if w.submitted(p) >= limit {
+					dst = append(dst, p)
+				} else {
+					w.drop(p)
 				}
 			}
 			blk = dst
 		}
 		kept = append(kept, blk)
 	}
-	clear(w.blocks[len(kept):cap(w.blocks)])
-	w.blocks, w.shared = kept, false
+	clear(w.list[len(kept):cap(w.list)])
+	w.list, w.shared = kept, false
 	w.index()
 	// Blocks thinned by evictions are joined again once they are more
 	// than twice as many as full blocks would be.
-	if len(w.blocks) > 2*((w.n+windowBlock-1)/windowBlock)+1 {
-		var all []compactID
-		for _, blk := range w.blocks {
-			all = append(all, blk...)
+	if len(w.list) > 2*((w.n+windowBlock-1)/windowBlock)+1 {
+		var all [][]packedID
+		cur := make([]packedID, 0, windowBlock)
+		for _, blk := range w.list {
+			for _, p := range blk {
+				if len(cur) == windowBlock {
+					all, cur = append(all, cur), make([]packedID, 0, windowBlock)
+				}
+				cur = append(cur, p)
+			}
 		}
-		w.blocks = blocksOf(all)
+		if len(cur) > 0 {
+			all = append(all, cur)
+		}
+		w.list = all
 		w.index()
 	}
 	return n
@@ -386,11 +358,12 @@ func (w *idWindow) evict(cutoff time.Time) int {
 
 // share returns every ID in hash order, for a checkpoint to encode outside
 // the dispatcher's lock: it merges the recent additions and hands over the
-// blocks themselves, which the window does not change until release.
+// blocks themselves, which the window does not change until release, and a
+// copy of the few wide IDs.
 func (w *idWindow) share() idBlocks {
 	w.merge()
 	w.shared = true
-	return slices.Clone(w.blocks)
+	return idBlocks{list: slices.Clone(w.list), wide: maps.Clone(w.wide)}
 }
 
 // release ends a share: the blocks shared are the window's to change again.

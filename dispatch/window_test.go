@@ -102,17 +102,17 @@ func TestIDWindowShare(t *testing.T) {
 	}
 	add(30_000)
 	shared := w.share()
-	if len(w.recent) != 0 || shared.count() != 30_000 || len(shared) < 30_000/windowBlock {
-		t.Fatalf("share left %d recent, shared %d in %d blocks", len(w.recent), shared.count(), len(shared))
+	if len(w.recent) != 0 || shared.count() != 30_000 || len(shared.list) < 30_000/windowBlock {
+		t.Fatalf("share left %d recent, shared %d in %d blocks", len(w.recent), shared.count(), len(shared.list))
 	}
-	frozen := make(idBlocks, len(shared))
-	for i, blk := range shared {
+	frozen := make([][]packedID, len(shared.list))
+	for i, blk := range shared.list {
 		frozen[i] = slices.Clone(blk)
 	}
 	evict(10_000) // would filter the blocks in place
 	add(9_000)    // merges at least once
-	for i := range shared {
-		if !slices.Equal(shared[i], frozen[i]) {
+	for i := range shared.list {
+		if !slices.Equal(shared.list[i], frozen[i]) {
 			t.Fatalf("the window changed block %d that it shared", i)
 		}
 	}
@@ -136,11 +136,11 @@ func TestIDWindowShare(t *testing.T) {
 // windowBlock, each below the next, counted and indexed.
 func checkWindow(t *testing.T, w *idWindow) {
 	t.Helper()
-	if len(w.firsts) != len(w.blocks) || w.n != w.blocks.count() {
-		t.Fatalf("%d firsts of %d blocks, n %d of %d", len(w.firsts), len(w.blocks), w.n, w.blocks.count())
+	if len(w.firsts) != len(w.list) || w.n != w.count() {
+		t.Fatalf("%d firsts of %d blocks, n %d of %d", len(w.firsts), len(w.list), w.n, w.count())
 	}
-	var prev *compactID
-	for b, blk := range w.blocks {
+	var prev *packedID
+	for b, blk := range w.list {
 		if len(blk) == 0 || len(blk) > windowBlock || w.firsts[b] != blk[0].hash {
 			t.Fatalf("block %d holds %d IDs, first %016x indexed %016x", b, len(blk), blk[0].hash, w.firsts[b])
 		}
