@@ -2,6 +2,8 @@ package dispatch
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
@@ -39,15 +41,17 @@ type window struct {
 	from, end int64
 }
 
-// lookupWindow lists the offsets of the lookup window of tp.
+// lookupWindow lists the offsets of the lookup window of tp. The offset
+// of the window's start and the partition's bounds are asked for at once.
 func (c *Client) lookupWindow(ctx context.Context, tp coordination.TopicPartition) (window, error) {
 	w := window{since: time.Now().Add(-c.cfg.lookupWindow)}
-	from, err := c.reader.OffsetAt(ctx, tp, w.since)
-	if err != nil {
-		return w, err
-	}
+	var from int64
+	var errFrom error
+	var wg sync.WaitGroup
+	wg.Go(func() { from, errFrom = c.reader.OffsetAt(ctx, tp, w.since) })
 	start, end, err := c.reader.Bounds(ctx, tp)
-	if err != nil {
+	wg.Wait()
+	if err = errors.Join(errFrom, err); err != nil {
 		return w, err
 	}
 	w.from, w.end = max(from, start), end
