@@ -45,12 +45,14 @@ func deltaLog(t *testing.T, interval int, devices map[string]Device) (*leaderLog
 }
 
 // gatedRange is a rangeLog whose reads inside the offsets of one checkpoint
-// wait until the gate opens, and counts them.
+// wait until the gate opens, and counts them; they fail with fail, when it
+// is set before the gate opens.
 type gatedRange struct {
 	*rangeLog
 	first, last int64
 	gate        chan struct{}
 	inside      atomic.Int64
+	fail        error
 }
 
 func (g *gatedRange) ReadRange(ctx context.Context, tp coordination.TopicPartition, rng LogRange) ([]Entry, error) {
@@ -60,6 +62,9 @@ func (g *gatedRange) ReadRange(ctx context.Context, tp coordination.TopicPartiti
 		case <-g.gate:
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		}
+		if g.fail != nil {
+			return nil, g.fail
 		}
 	}
 	return g.rangeLog.ReadRange(ctx, tp, rng)
