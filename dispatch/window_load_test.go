@@ -217,3 +217,139 @@ func TestWindowLoadFailureHalts(t *testing.T) {
 		t.Fatalf("a command taken while the window loaded: %v, dispatched %d times; want an error and no dispatch", err, r.device.count("meanwhile"))
 	}
 }
+
+// fullLog writes a log whose newest checkpoint of the role is full, with
+// records of another role between the first leader's, and returns it, that
+// checkpoint, the role and the IDs of the commands carried out.
+func fullLog(t *testing.T, interval int) (*leaderLog, loggedCheckpoint, coordination.Role, []string) {
+	t.Helper()
+	log := &leaderLog{}
+	first := startLeader(t, log, &rangeLog{leaderLog: log}, 0, map[string]Device{"dev": &countingDevice{}}, WithCheckpointInterval(interval))
+	var ids []string
+	// A window of fewer than checkpointDivisor x interval IDs is written
+	// whole at every checkpoint.
+	for round := range 3 {
+		prefix := fmt.Sprintf("r%d", round)
+		submitMany(t, first.d, prefix, 2*interval, time.Now())
+		for i := range 2 * interval {
+			ids = append(ids, fmt.Sprintf("%s-%d", prefix, i))
+		}
+		otherRole(t, log, round, 30)
+	}
+	first.stop(t)
+	cps := checkpointsOf(t, log.entries(t))
+	newest := cps[len(cps)-1]
+	if newest.Base != nil {
+		t.Fatal("the newest checkpoint is a delta; want a full one")
+	}
+	return log, newest, first.leader.Role(), ids
+}
+
+// TestWindowLoadWaitsForAFullCheckpoint checks the deferral's other entry:
+// the newest checkpoint is full, and the member's Standby found it and
+// still decodes its IDs when the recovery builds on its search. The
+// recovery ends without them; a different command under an ID of the
+// checkpoint waits for them and gets an IDConflictError, with no dispatch,
+// and a new command is carried out once. It does so when the Standby hands
+// the IDs over, and when its decode fails and the dispatcher reads the
+// checkpoint itself.
+func TestWindowLoadWaitsForAFullCheckpoint(t *testing.T) {
+	const interval = 40
+	for _, standbyFails := range []bool{false, true} {
+		t.Run(fmt.Sprintf("standby fails %t", standbyFails), func(t *testing.T) {
+			log, newest, role, ids := fullLog(t, interval)
+			opts := []Option{WithCheckpointInterval(interval)}
+			// The gate is open: the reader counts the reads of the
+			// checkpoint's offsets.
+			open := make(chan struct{})
+			close(open)
+			reader := &gatedRange{rangeLog: &rangeLog{leaderLog: log}, first: newest.first, last: newest.last, gate: open}
+			standby, err := NewStandby(role, reader, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := standby.Prefetch(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			// Put the Standby back to where its search was over and its
+			// decode of the IDs was not.
+			standby.mu.Lock()
+			done := standby.base
+			if done == nil || done.ref.First != newest.first || done.ref.Last != newest.last || done.found == nil {
+				standby.mu.Unlock()
+				t.Fatalf("the standby holds %+v; want the IDs of the full checkpoint at offsets %d to %d and its search", done, newest.first, newest.last)
+			}
+			decoding := &prefetched{ref: done.ref, done: make(chan struct{}), found: done.found}
+			standby.base = decoding
+			standby.mu.Unlock()
+
+			registry := NewRegistry()
+			device := &countingDevice{}
+			if err := registry.Register("dev", device); err != nil {
+				t.Fatal(err)
+			}
+			leader := newFakeLeader(t, log, fakeToken(t, 7, 9))
+			d, err := NewDispatcher(leader, registry, reader, append(opts, WithStandby(standby), WithCommitLinger(0))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runErr := make(chan error, 1)
+			go func() { runErr <- d.Run(context.Background()) }()
+			t.Cleanup(func() {
+				leader.end(fmt.Errorf("test over: %w", coordination.ErrNotHeld))
+				<-runErr
+			})
+			select {
+			case <-d.Ready():
+			case err := <-runErr:
+				t.Fatalf("Run returned before it recovered: %v", err)
+			case <-time.After(10 * time.Second):
+				t.Fatal("the recovery waited for the standby's decode")
+			}
+			d.mu.Lock()
+			loading := d.loadingWindow()
+			d.mu.Unlock()
+			if !loading {
+				t.Fatal("the dispatcher is ready with its window loaded; want it left to load behind intake")
+			}
+
+			now := time.Now()
+			conflict := make(chan error, 1)
+			go func() {
+				_, err := d.Submit(context.Background(), Command{ID: ids[0], Device: "dev", Action: "set", Payload: []byte("other"), SubmittedAt: now, Deadline: now.Add(time.Hour)})
+				conflict <- err
+			}()
+			select {
+			case err := <-conflict:
+				t.Fatalf("a command under the ID %s of the checkpoint ended before the window loaded: %v", ids[0], err)
+			case <-time.After(30 * time.Millisecond):
+			}
+			read := reader.inside.Load()
+			if standbyFails {
+				standby.mu.Lock()
+				standby.base = nil
+				decoding.err = errors.New("the standby's decode failed")
+				standby.mu.Unlock()
+			} else {
+				decoding.ids = done.ids
+			}
+			close(decoding.done)
+
+			var idConflict *IDConflictError
+			if err := <-conflict; !errors.As(err, &idConflict) || device.count(ids[0]) != 0 {
+				t.Fatalf("a different command under the ID %s of the checkpoint: %v, dispatched %d times; want an IDConflictError and no dispatch", ids[0], err, device.count(ids[0]))
+			}
+			o, err := d.Submit(context.Background(), Command{ID: "after-load", Device: "dev", Action: "set", Payload: []byte("p"), SubmittedAt: now, Deadline: now.Add(time.Hour)})
+			if err != nil || o.Status != StatusSucceeded || device.count("after-load") != 1 {
+				t.Fatalf("a new command: %+v, %v, dispatched %d times; want it carried out once", o, err, device.count("after-load"))
+			}
+			o, ok, err := d.LookupContext(context.Background(), ids[len(ids)/2])
+			if err != nil || !ok || o.Status != StatusSucceeded {
+				t.Fatalf("a lookup of %s: %+v, %t, %v; want it succeeded", ids[len(ids)/2], o, ok, err)
+			}
+			if readSelf := reader.inside.Load() > read; readSelf != standbyFails {
+				t.Fatalf("the dispatcher read the checkpoint itself: %t; want %t", readSelf, standbyFails)
+			}
+		})
+	}
+}
