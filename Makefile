@@ -54,7 +54,7 @@ release:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.commitTime=$(COMMIT_TIME)" -o $(RELEASE_OUT) ./cmd/dispatcher
 
 # bench measures every performance claim against a ceiling of the same run
-# and rewrites docs/PERFORMANCE.md with its plots (about twenty minutes);
+# and rewrites docs/PERFORMANCE.md with its plots (about forty minutes);
 # bench-quick runs the same sections with fewer repetitions and trials
 # (about eight minutes).
 bench:

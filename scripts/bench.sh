@@ -2,11 +2,11 @@
 # Measures the performance claims and rewrites docs/PERFORMANCE.md and the
 # plots in docs/img/ (test/bench/ceiling/cmd/benchreport).
 #
-#   scripts/bench.sh                          every section, about twenty minutes
+#   scripts/bench.sh                          every section, about forty minutes
 #   scripts/bench.sh -quick                   every section, fewer trials
 #   scripts/bench.sh -only failover,handover  some sections
 #   scripts/bench.sh -history-only            the "Cost against history" section
-#                                             alone, about twelve minutes
+#                                             alone, about sixteen minutes
 #
 # When test/bench/history exists, its cmd/benchhistory writes the markdown of
 # the "Cost against history" section, which replaces what lies between the
