@@ -92,8 +92,99 @@ func Markdown(w io.Writer, rows []Row, c Config, took time.Duration) error {
 	}
 	line("Time to fill", ms(func(r Row) time.Duration { return r.Fill }), msText)
 	b.WriteString("\n")
+	writeTargets(&b, rows)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// The targets of the section: at the largest size, each time within
+// TimeRatioTarget of its value at the first size, each resident memory
+// within RSSGrowthTarget of it, and a failover within FailoverPastTarget
+// of its bound at every size.
+const (
+	TimeRatioTarget    = 1.5
+	RSSGrowthTarget    = 50 << 20
+	FailoverPastTarget = 500 * time.Millisecond
+)
+
+// writeTargets writes the figures of the largest size against the targets,
+// and says by how much each missed one missed.
+func writeTargets(b *strings.Builder, rows []Row) {
+	if len(rows) < 2 {
+		return
+	}
+	first, last := rows[0], rows[len(rows)-1]
+	fmt.Fprintf(b, "Targets: at %s commands each time within %.1fx of its value at %s, each resident memory within +%d MiB of it,\n",
+		count(last.Size), TimeRatioTarget, count(first.Size), RSSGrowthTarget>>20)
+	fmt.Fprintf(b, "and a failover within its bound + %d ms at every size.\n\n", FailoverPastTarget.Milliseconds())
+	b.WriteString("| Figure | Target | Measured | Met |\n|---|---|---|---|\n")
+	var missed []string
+	judge := func(name, target, measured string, met bool, by string) {
+		yes := "yes"
+		if !met {
+			yes = "**no**"
+			missed = append(missed, fmt.Sprintf("%s (%s, %s)", name, measured, by))
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", name, target, measured, yes)
+	}
+	times := []struct {
+		name  string
+		value func(Row) time.Duration
+	}{
+		{"Cold start to `/leaderz` 200", func(r Row) time.Duration { return r.LeaderzReady }},
+		{"Cold start to the first command carried out", func(r Row) time.Duration { return r.ColdStart }},
+		{"`submit --wait`", func(r Row) time.Duration { return r.SubmitWait }},
+		{"`status`", func(r Row) time.Duration { return r.StatusCLI }},
+		{"Client.Status, hinted", func(r Row) time.Duration { return r.StatusHinted }},
+		{"Client.Status, lookup window", func(r Row) time.Duration { return r.StatusWindow }},
+	}
+	for _, f := range times {
+		base, v := f.value(first), f.value(last)
+		if base <= 0 {
+			continue
+		}
+		q := float64(v) / float64(base)
+		limit := time.Duration(TimeRatioTarget * float64(base))
+		judge(f.name, fmt.Sprintf("<= %.1fx", TimeRatioTarget), fmt.Sprintf("%.2fx", q), q <= TimeRatioTarget,
+			fmt.Sprintf("%d ms over %.1fx", (v-limit).Milliseconds(), TimeRatioTarget))
+	}
+	mib := func(v int64) string { return strconv.FormatFloat(float64(v)/(1<<20), 'f', 1, 64) }
+	rss := []struct {
+		name  string
+		value func(Row) int64
+	}{
+		{"RSS at ready", func(r Row) int64 { return r.RSSReady }},
+		{"RSS after the further commands", func(r Row) int64 { return r.RSSAfter }},
+	}
+	for _, f := range rss {
+		base, v := f.value(first), f.value(last)
+		if base <= 0 || v <= 0 {
+			continue
+		}
+		judge(f.name, fmt.Sprintf("<= +%d MiB", RSSGrowthTarget>>20), "+"+mib(v-base)+" MiB", v-base <= RSSGrowthTarget,
+			mib(v-base-RSSGrowthTarget)+" MiB over")
+	}
+	worst := rows[0]
+	for _, r := range rows {
+		if r.Failover-r.FailoverBound > worst.Failover-worst.FailoverBound {
+			worst = r
+		}
+	}
+	past := worst.Failover - worst.FailoverBound
+	judge("Failover after SIGKILL past its bound, worst size", fmt.Sprintf("<= +%d ms", FailoverPastTarget.Milliseconds()),
+		fmt.Sprintf("%+d ms at %s", past.Milliseconds(), count(worst.Size)), past <= FailoverPastTarget,
+		fmt.Sprintf("%d ms over", (past-FailoverPastTarget).Milliseconds()))
+	b.WriteString("\n")
+	if len(missed) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "**Target missed** at %s commands: %s.", count(last.Size), strings.Join(missed, "; "))
+	if last.WindowLoad > 0 {
+		fmt.Fprintf(b, " A cold start there ends its recovery before the dedup window is in: the window loaded %d ms after the recovery (from a\n"+
+			"checkpoint whose base lay %d offsets below the end), and the first command, whose ID the leader does not hold whole, waited for it.",
+			last.WindowLoad.Milliseconds(), last.CheckpointBelow)
+	}
+	b.WriteString("\n\n")
 }
 
 // ratio writes v/base, or "-" when base is zero.
