@@ -64,7 +64,7 @@ if [ -d test/bench/history ]; then
 	# A quick run measures the cost against a short history only; the full
 	# run fills the role's partition with a million commands.
 	for arg in "$@"; do
-		[ "$arg" = -quick ] && history_args=(-sizes 0,20000 -further 20000 -samples 3)
+		[ "$arg" = -quick ] && history_args=(-sizes 0,20000 -further 20000 -samples 3 -warm-up 20000)
 	done
 	(cd test/bench && go run ./history/cmd/benchhistory -out "$fragment" "${history_args[@]}")
 	if [ -s "$fragment" ]; then

@@ -44,6 +44,12 @@ type Config struct {
 	// Further is the number of commands sent after the failover, before
 	// the last memory reading; zero sends none.
 	Further int
+	// WarmUp is the size of a pass run before the first size, whose
+	// figures are dropped; zero runs none. Brokers that just started have
+	// not compiled their hot paths yet: the first size measured on them
+	// is slower than the later ones, and every ratio against it flatters
+	// the larger sizes.
+	WarmUp int
 	// Partitions, Lease, Renew, Stagger, Poll and Samples default to the
 	// constants above when zero.
 	Partitions                  int
@@ -88,6 +94,8 @@ func (c *Config) complete() error {
 		return errors.New("history: no sizes")
 	case c.Further < 0:
 		return fmt.Errorf("history: further %d is negative", c.Further)
+	case c.WarmUp < 0:
+		return fmt.Errorf("history: warm-up %d is negative", c.WarmUp)
 	}
 	for _, n := range c.Sizes {
 		if n < 0 {

@@ -38,13 +38,16 @@ func TestRunAtSmallSizes(t *testing.T) {
 	defer cancel()
 	var progress bytes.Buffer
 	cfg := Config{Brokers: strings.Split(brokers, ","), MQTTURL: mqttURL, Binary: bin, Dir: dir,
-		Sizes: []int{0, 500}, Further: 200, Samples: 2, Settle: -1, Progress: &progress}
+		Sizes: []int{0, 500}, Further: 200, Samples: 2, Settle: -1, WarmUp: 100, Progress: &progress}
 	rows, err := Run(ctx, cfg)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
 	}
-	if len(rows) != 2 {
-		t.Fatalf("%d rows", len(rows))
+	if len(rows) != 2 || rows[0].Size != 0 || rows[1].Size != 500 {
+		t.Fatalf("rows %+v; want those of 0 and 500, the warm-up's dropped", rows)
+	}
+	if !strings.Contains(progress.String(), "warm-up of the cluster: done") || !strings.Contains(progress.String(), "size 100: fill 100 commands") {
+		t.Errorf("no warm-up pass of 100 commands ran:\n%s", progress.String())
 	}
 	for _, r := range rows {
 		if r.LeaderzReady <= 0 || r.ColdStart < r.LeaderzReady || r.FailoverLeaderz <= 0 || r.Failover < r.FailoverLeaderz || r.RSSReady <= 0 || r.Failover <= 0 || r.SubmitWait <= 0 || r.StatusCLI <= 0 || r.RSSAfter <= 0 {

@@ -33,6 +33,10 @@ func Markdown(w io.Writer, rows []Row, c Config, took time.Duration) error {
 	b.WriteString("\"loaded the role's dedup window\" says how long after the recovery that took.\n")
 	b.WriteString("`submit --wait` and `status` are whole processes, as an operator runs them; *Client.Status* is the library\n")
 	b.WriteString("lookup of a fresh command, with the hint of its submission time and with none (the lookup window, 7 days).\n")
+	if c.WarmUp > 0 {
+		fmt.Fprintf(&b, "The sizes are measured in turn, after a pass of %s commands whose figures are dropped: brokers that just\n", count(c.WarmUp))
+		b.WriteString("started answer the first size slower than the later ones, and every ratio against it would flatter them.\n")
+	}
 	fmt.Fprintf(&b, "Medians of %d samples. Each cell is the figure and, in brackets, its ratio to the first column.\n\n", c.Samples)
 
 	b.WriteString("| Figure |")

@@ -15,11 +15,12 @@ func TestMarkdownRatios(t *testing.T) {
 		{Size: 100_000, LogRecords: 400_000, ColdStart: 2500 * time.Millisecond, Recovery: 60 * time.Millisecond, CheckpointBelow: 16000, RSSReady: 80 << 20, Failover: 6 * time.Second, FailoverBound: 5 * time.Second, Further: 1000, RSSAfter: 90 << 20},
 	}
 	var b bytes.Buffer
-	if err := Markdown(&b, rows, Config{Samples: 3}, time.Minute); err != nil {
+	if err := Markdown(&b, rows, Config{Samples: 3, WarmUp: 100_000}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
 		"## Cost against history",
+		"after a pass of 100,000 commands whose figures are dropped",
 		"| Figure | 0 commands | 100,000 commands |",
 		"| Cold start to the first command carried out | 100 ms (1.00) | 2500 ms (25.00) |",
 		"| RSS at ready | 20.0 MiB (1.00) | 80.0 MiB (4.00) |",

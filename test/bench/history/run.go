@@ -73,6 +73,18 @@ func Run(ctx context.Context, c Config) ([]Row, error) {
 	if err := c.complete(); err != nil {
 		return nil, err
 	}
+	if c.WarmUp > 0 {
+		// The pass runs every step but the further commands, at once
+		// after its fill.
+		start := time.Now()
+		c.logf("warm-up of the cluster: size %d, its figures dropped", c.WarmUp)
+		w := c
+		w.Further, w.Settle = 0, -1
+		if _, err := runSize(ctx, &w, c.WarmUp); err != nil {
+			return nil, fmt.Errorf("warm-up: %w", err)
+		}
+		c.logf("warm-up of the cluster: done in %s", time.Since(start).Round(time.Second))
+	}
 	var rows []Row
 	for _, n := range c.Sizes {
 		row, err := runSize(ctx, &c, n)

@@ -42,6 +42,7 @@ func run() error {
 		sizes   = flag.String("sizes", "0,100000,1000000", "settled commands of the role in the log before the start, comma-separated")
 		further = flag.Int("further", 1_000_000, "commands sent after the failover, before the last memory reading")
 		samples = flag.Int("samples", history.DefaultSamples, "samples of each latency")
+		warmUp  = flag.Int("warm-up", 100_000, "size of a pass before the first size, whose figures are dropped (0: none)")
 		out     = flag.String("out", "", "file to write the markdown section to (required)")
 		binary  = flag.String("binary", "", "the dispatcher binary (default: built from -repo)")
 		repo    = flag.String("repo", "../..", "the repository root, to build ./cmd/dispatcher from")
@@ -72,7 +73,7 @@ func run() error {
 	}
 	cfg := history.Config{
 		Brokers: strings.Split(*brokers, ","), MQTTURL: *mqttURL, Binary: bin, Dir: dir,
-		Sizes: ns, Further: *further, Samples: *samples, Progress: os.Stderr,
+		Sizes: ns, Further: *further, Samples: *samples, WarmUp: *warmUp, Progress: os.Stderr,
 	}
 	if *brokers == "" {
 		cfg.Brokers = nil
