@@ -82,6 +82,16 @@ func startDeferred(t *testing.T, wrap func(log *leaderLog, base CheckpointBase) 
 	if wrap != nil {
 		reader = wrap(log, base)
 	}
+	r.startDispatcher(t, log, reader, standby, opts)
+	return r
+}
+
+// startDispatcher starts r.d, a dispatcher of log with the Standby, reading
+// it with reader and driving r.device, and returns once it is ready with
+// its dedup window still to load. The test's cleanup ends its leadership
+// and waits for Run to return.
+func (r *deferredRun) startDispatcher(t *testing.T, log *leaderLog, reader LogReader, standby *Standby, opts []Option) {
+	t.Helper()
 	registry := NewRegistry()
 	if err := registry.Register("dev", r.device); err != nil {
 		t.Fatal(err)
@@ -92,12 +102,17 @@ func startDeferred(t *testing.T, wrap func(log *leaderLog, base CheckpointBase) 
 		t.Fatal(err)
 	}
 	go func() { r.runErr <- r.d.Run(context.Background()) }()
+	t.Cleanup(func() {
+		r.leader.end(fmt.Errorf("test over: %w", coordination.ErrNotHeld))
+		<-r.runErr
+	})
 	select {
 	case <-r.d.Ready():
 	case err := <-r.runErr:
+		r.runErr <- err // for the cleanup
 		t.Fatalf("Run returned before it recovered: %v", err)
 	case <-time.After(10 * time.Second):
-		t.Fatal("the recovery waited for the standby's read of the base")
+		t.Fatal("the recovery waited for the standby's read of the checkpoint's IDs")
 	}
 	r.d.mu.Lock()
 	loading := r.d.loadingWindow()
@@ -105,11 +120,6 @@ func startDeferred(t *testing.T, wrap func(log *leaderLog, base CheckpointBase) 
 	if !loading {
 		t.Fatal("the dispatcher is ready with its window loaded; want it left to load behind intake")
 	}
-	t.Cleanup(func() {
-		r.leader.end(fmt.Errorf("test over: %w", coordination.ErrNotHeld))
-		<-r.runErr
-	})
-	return r
 }
 
 // waitGate waits until the Standby's read of the base waits at the gate,
@@ -283,35 +293,9 @@ func TestWindowLoadWaitsForAFullCheckpoint(t *testing.T) {
 			standby.base = decoding
 			standby.mu.Unlock()
 
-			registry := NewRegistry()
-			device := &countingDevice{}
-			if err := registry.Register("dev", device); err != nil {
-				t.Fatal(err)
-			}
-			leader := newFakeLeader(t, log, fakeToken(t, 7, 9))
-			d, err := NewDispatcher(leader, registry, reader, append(opts, WithStandby(standby), WithCommitLinger(0))...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			runErr := make(chan error, 1)
-			go func() { runErr <- d.Run(context.Background()) }()
-			t.Cleanup(func() {
-				leader.end(fmt.Errorf("test over: %w", coordination.ErrNotHeld))
-				<-runErr
-			})
-			select {
-			case <-d.Ready():
-			case err := <-runErr:
-				t.Fatalf("Run returned before it recovered: %v", err)
-			case <-time.After(10 * time.Second):
-				t.Fatal("the recovery waited for the standby's decode")
-			}
-			d.mu.Lock()
-			loading := d.loadingWindow()
-			d.mu.Unlock()
-			if !loading {
-				t.Fatal("the dispatcher is ready with its window loaded; want it left to load behind intake")
-			}
+			r := &deferredRun{device: &countingDevice{}, runErr: make(chan error, 1)}
+			r.startDispatcher(t, log, reader, standby, opts)
+			d, device := r.d, r.device
 
 			now := time.Now()
 			conflict := make(chan error, 1)
