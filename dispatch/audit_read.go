@@ -323,7 +323,7 @@ func fetchLimits(cl *kgo.Client) (whole, partition int32) {
 // after the log's start holds outcomes whose Issued records lie before it:
 // check it with [VerifyFrom], not [Verify].
 func (r *KafkaLogReader) ReadRange(ctx context.Context, partition coordination.TopicPartition, rng LogRange) ([]Entry, error) {
-	entries, _, err := r.readRange(ctx, partition, rng, "")
+	entries, _, err := r.readRange(ctx, partition, rng, "", nil)
 	return entries, err
 }
 
@@ -334,12 +334,21 @@ func (r *KafkaLogReader) ReadRange(ctx context.Context, partition coordination.T
 // whole, and fails as in ReadRange. It returns the entries with the count
 // of the records of every role it read within rng.
 func (r *KafkaLogReader) readRoleRange(ctx context.Context, partition coordination.TopicPartition, rng LogRange, role string) ([]Entry, int, error) {
-	return r.readRange(ctx, partition, rng, role)
+	return r.readRange(ctx, partition, rng, role, nil)
+}
+
+// streamRoleRange is readRoleRange that hands the entries of each fetch to
+// each, in offset order, as they come, and keeps none of them.
+func (r *KafkaLogReader) streamRoleRange(ctx context.Context, partition coordination.TopicPartition, rng LogRange, role string, each func([]Entry)) (int, error) {
+	_, n, err := r.readRange(ctx, partition, rng, role, each)
+	return n, err
 }
 
 // readRange is ReadRange, of the records of role alone unless role is
 // empty, and the count of the records of every role it read within rng.
-func (r *KafkaLogReader) readRange(ctx context.Context, partition coordination.TopicPartition, rng LogRange, role string) ([]Entry, int, error) {
+// When each is not nil, the entries of each fetch go to it as they come,
+// and none are returned.
+func (r *KafkaLogReader) readRange(ctx context.Context, partition coordination.TopicPartition, rng LogRange, role string, each func([]Entry)) ([]Entry, int, error) {
 	rw := r.readWait()
 	from := max(rng.From, 0)
 	cl, err := r.client(partition, kgo.NewOffset().At(from), true, rangeFetchLimit(from, rng.Until)...)
@@ -417,6 +426,10 @@ func (r *KafkaLogReader) readRange(ctx context.Context, partition coordination.T
 			}
 			entries = append(entries, e)
 		})
+		if each != nil && len(entries) > 0 {
+			each(entries)
+			entries = nil
+		}
 		if n := grownFetchLimit(fetchLimit, fetchMax, biggest, target-next); n > 0 {
 			// The fetches after the next one, which may be under way, bring
 			// more than one record each.

@@ -24,6 +24,7 @@ func FuzzAssembleCheckpoint(f *testing.F) {
 			return
 		}
 		cp, err := AssembleCheckpoint("plant-a", []CheckpointPart{{Parts: 1, Data: data}})
+		checkLazyDecode(t, data, err)
 		if err != nil {
 			var fe *LogFormatError
 			if !errors.As(err, &fe) {
@@ -47,4 +48,32 @@ func FuzzAssembleCheckpoint(f *testing.F) {
 			t.Fatalf("second decode %+v, %v; want %+v", again, err, cp)
 		}
 	})
+}
+
+// checkLazyDecode checks that a reader handed data in small buffers, as a
+// streamed read of a base hands its parts, decodes what a reader of the
+// whole decodes, or fails where it failed with err.
+func checkLazyDecode(t *testing.T, data []byte, err error) {
+	t.Helper()
+	_, ids, eagerErr := decodeCheckpointState("plant-a", wireReader{buf: data})
+	for _, size := range []int{1, 7, 64} {
+		rest := data
+		more := func() ([]byte, int, bool) {
+			if len(rest) == 0 {
+				return nil, 0, false
+			}
+			b := rest[:min(size, len(rest))]
+			rest = rest[len(b):]
+			// The bound is loose, as a feed that knows only the count of
+			// parts gives it.
+			return b, len(rest) + size, true
+		}
+		cp, lazyIDs, lazyErr := decodeCheckpointState("plant-a", wireReader{more: more})
+		if (lazyErr != nil) != (eagerErr != nil) || (lazyErr != nil) != (err != nil) {
+			t.Fatalf("buffers of %d bytes: lazy decode error %v, whole %v", size, lazyErr, eagerErr)
+		}
+		if lazyErr == nil && !reflect.DeepEqual(lazyIDs.all(), ids.all()) {
+			t.Fatalf("buffers of %d bytes: lazy decode %+v gives other IDs", size, cp)
+		}
+	}
 }

@@ -587,8 +587,10 @@ func decodeCheckpointHead(role string, r *wireReader) (Checkpoint, int16, error)
 	n := r.int32("command count")
 	// Each command takes at least 20 bytes: a hostile count fails on the
 	// bytes that remain before anything is allocated for it.
-	if left := r.remaining(); r.err == nil && (n < 0 || int64(n)*20 > int64(left)) {
-		r.fail("command count %d does not fit the %d bytes left", n, left)
+	if r.err == nil {
+		if left, ok := r.fits(int64(n) * 20); n < 0 || !ok {
+			r.fail("command count %d does not fit the %d bytes left", n, left)
+		}
 	}
 	if r.err == nil && n > 0 {
 		cp.Commands = make([]CheckpointCommand, 0, n)
@@ -654,8 +656,26 @@ func decodeCheckpointIDs(r *wireReader, version int16) (idBlocks, error) {
 // bytes.
 func readIDCount(r *wireReader, least int) int {
 	m := r.int32("id count")
-	if left := r.remaining(); r.err == nil && (m < 0 || int64(m)*int64(least) > int64(left)) {
-		r.fail("id count %d does not fit the %d bytes left", m, left)
+	if r.err == nil {
+		if left, ok := r.fits(int64(m) * int64(least)); m < 0 || !ok {
+			r.fail("id count %d does not fit the %d bytes left", m, left)
+		}
+	}
+	if r.err != nil {
+		return 0
+	}
+	return int(m)
+}
+
+// readIDCountAhead is readIDCount for a caller that allocates for the IDs
+// only as it reads them: a reader with more checks the count against the
+// bound of the bytes still to come rather than take them all first, and
+// decodes the IDs while the rest is read. A count above the bytes that
+// come fails on the first ID that is not there.
+func readIDCountAhead(r *wireReader, least int) int {
+	m := r.int32("id count")
+	if r.err == nil && (m < 0 || !r.mayFit(int64(m)*int64(least))) {
+		r.fail("id count %d does not fit the %d bytes left", m, r.remaining())
 	}
 	if r.err != nil {
 		return 0
@@ -666,8 +686,10 @@ func readIDCount(r *wireReader, least int) int {
 // readCompactIDs reads the compact IDs of version 1, in hash order, each
 // checked as checkCompactID checks it.
 func readCompactIDs(r *wireReader) idBlocks {
-	m := readIDCount(r, minCompactIDLen)
-	blocks := idBlocks{list: make([][]packedID, 0, (m+windowBlock-1)/windowBlock)}
+	m := readIDCountAhead(r, minCompactIDLen)
+	// The list of blocks grows with the IDs read, not with a count that a
+	// reader with more has not checked against the bytes yet.
+	blocks := idBlocks{list: make([][]packedID, 0, (min(m, r.inHand()/minCompactIDLen)+windowBlock-1)/windowBlock)}
 	var blk []packedID
 	prevHash, prevAt := uint64(0), int64(0)
 	for i := range m {

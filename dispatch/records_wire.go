@@ -3,6 +3,7 @@ package dispatch
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/coordination"
@@ -83,6 +84,14 @@ type wireReader struct {
 
 	// base counts the bytes before buf, for the offsets of faults.
 	base int
+
+	// more, when not nil, hands the buffer that follows rest once the
+	// reader needs it, with a bound of the bytes that may follow that
+	// buffer, and false when no buffer follows: a reader can decode the
+	// parts of a checkpoint while the later ones are still read. unread
+	// is the bound it gave last.
+	more   func() (b []byte, unread int, ok bool)
+	unread int
 }
 
 func (r *wireReader) fail(format string, args ...any) {
@@ -91,13 +100,60 @@ func (r *wireReader) fail(format string, args ...any) {
 	}
 }
 
-// remaining counts the bytes left to read.
+// remaining counts the bytes left to read. A reader with more takes every
+// buffer that follows to count them.
 func (r *wireReader) remaining() int {
+	return r.pull(math.MaxInt)
+}
+
+// fits reports whether need bytes or more are left to read, and how many
+// are known to be: all that are left when they are fewer than need. A
+// reader with more takes only the buffers that it takes to tell.
+func (r *wireReader) fits(need int64) (left int, ok bool) {
+	left = r.pull(int(min(need, math.MaxInt)))
+	return left, int64(left) >= need
+}
+
+// mayFit reports whether need bytes may be left to read: whether the bytes
+// in hand and the bound of those that more may still hand reach need. It
+// takes no buffer from more.
+func (r *wireReader) mayFit(need int64) bool {
+	have := int64(len(r.buf) - r.off)
+	for _, b := range r.rest {
+		have += int64(len(b))
+	}
+	if r.more != nil {
+		have += int64(r.unread)
+	}
+	return have >= need
+}
+
+// inHand counts the bytes left to read that the reader holds now.
+func (r *wireReader) inHand() int {
 	n := len(r.buf) - r.off
 	for _, b := range r.rest {
 		n += len(b)
 	}
 	return n
+}
+
+// pull takes buffers from more into rest until the reader holds n bytes
+// or more has none left, and returns the bytes it holds.
+func (r *wireReader) pull(n int) int {
+	have := r.inHand()
+	for have < n && r.more != nil {
+		b, unread, ok := r.more()
+		if !ok {
+			r.more, r.unread = nil, 0
+			break
+		}
+		r.unread = unread
+		if len(b) > 0 {
+			r.rest = append(r.rest, b)
+			have += len(b)
+		}
+	}
+	return have
 }
 
 // fill makes the next n bytes, or all that remain if fewer, follow one
@@ -106,7 +162,13 @@ func (r *wireReader) remaining() int {
 // the next buffer, and of as many more as n needs, so that each buffer is
 // copied at most once and the reader holds at most one copy at a time.
 func (r *wireReader) fill(n int) {
-	if len(r.buf)-r.off >= n || len(r.rest) == 0 {
+	if len(r.buf)-r.off >= n {
+		return
+	}
+	if r.more != nil {
+		r.pull(n)
+	}
+	if len(r.rest) == 0 {
 		return
 	}
 	if r.off == len(r.buf) && len(r.rest[0]) >= n {

@@ -192,8 +192,12 @@ func (s *Standby) Prefetch(ctx context.Context) error {
 		// The newest checkpoint is the full one.
 		b.err = cs.loadIDs()
 		b.ids = cs.ids
+	} else if inHand != nil {
+		b.ids, _, b.err = readBase(ctx, s.role, ref, start, nil, inHand)
 	} else {
-		b.ids, _, b.err = readBase(ctx, s.role, ref, start, roleRange(s.ranger, s.tp, s.role), inHand)
+		// The base is decoded while it is read: the Standby's read is the
+		// one a cold start's first command waits for.
+		b.ids, _, b.err = streamBase(ctx, s.role, ref, start, roleStream(s.ranger, s.tp, s.role))
 	}
 	if b.err != nil {
 		s.mu.Lock()
