@@ -92,6 +92,11 @@ type wireReader struct {
 	// is the bound it gave last.
 	more   func() (b []byte, unread int, ok bool)
 	unread int
+
+	// bridged, when buf is a bridge that fill made, is the buffer whose
+	// first bridgedAt bytes end it; rest[0] is what follows of bridged.
+	bridged   []byte
+	bridgedAt int
 }
 
 func (r *wireReader) fail(format string, args ...any) {
@@ -158,12 +163,27 @@ func (r *wireReader) pull(n int) int {
 
 // fill makes the next n bytes, or all that remain if fewer, follow one
 // another in buf. It moves on to the next buffer without a copy when buf is
-// read to its end; otherwise it joins what remains of buf to the whole of
-// the next buffer, and of as many more as n needs, so that each buffer is
-// copied at most once and the reader holds at most one copy at a time.
+// read to its end; otherwise it copies what remains of buf, and the first n
+// bytes of the buffers after it, into a bridge, and goes back into the
+// buffer that the bridge ends in, without a copy, once the bytes of buf it
+// took are read: a reader of parts of 768 KiB copies a few bytes where two
+// parts meet, not the next part whole.
 func (r *wireReader) fill(n int) {
 	if len(r.buf)-r.off >= n {
 		return
+	}
+	if r.bridged != nil {
+		if left := len(r.buf) - r.off; left <= r.bridgedAt {
+			// What is left of the bridge is the end of its prefix of
+			// bridged, which follows on in bridged itself.
+			r.base += len(r.buf) - r.bridgedAt
+			r.buf, r.off = r.bridged, r.bridgedAt-left
+			r.rest[0], r.rest = nil, r.rest[1:]
+			r.bridged = nil
+			if len(r.buf)-r.off >= n {
+				return
+			}
+		}
 	}
 	if r.more != nil {
 		r.pull(n)
@@ -175,22 +195,28 @@ func (r *wireReader) fill(n int) {
 		r.base += len(r.buf)
 		r.buf, r.off = r.rest[0], 0
 		r.rest[0], r.rest = nil, r.rest[1:]
+		r.bridged = nil
 		return
 	}
-	size, k := len(r.buf)-r.off, 0
-	for k < len(r.rest) && (k == 0 || size < n) {
-		size += len(r.rest[k])
-		k++
+	bridge := make([]byte, 0, len(r.buf)-r.off+n)
+	bridge = append(bridge, r.buf[r.off:]...)
+	r.bridged = nil
+	for len(r.rest) > 0 && len(bridge) < n {
+		next := r.rest[0]
+		// n bytes of the buffer that the bridge ends in, at least: the
+		// reader is back in that buffer before it needs another bridge.
+		k := min(len(next), n)
+		bridge = append(bridge, next[:k]...)
+		if k < len(next) {
+			// The bridge ends inside next: the reader goes on in it.
+			r.bridged, r.bridgedAt = next, k
+			r.rest[0] = next[k:]
+			break
+		}
+		r.rest[0], r.rest = nil, r.rest[1:]
 	}
-	joined := make([]byte, 0, size)
-	joined = append(joined, r.buf[r.off:]...)
-	for i := range k {
-		joined = append(joined, r.rest[i]...)
-		r.rest[i] = nil
-	}
-	r.rest = r.rest[k:]
 	r.base += r.off
-	r.buf, r.off = joined, 0
+	r.buf, r.off = bridge, 0
 }
 
 // take returns the next n bytes, or nil after a fault.
