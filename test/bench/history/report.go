@@ -74,8 +74,9 @@ func Markdown(w io.Writer, rows []Row, c Config, took time.Duration) error {
 	mib := func(v float64) string { return strconv.FormatFloat(v/(1<<20), 'f', 1, 64) + " MiB" }
 	plain := func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }
 	line("Records in the partition", func(r Row) float64 { return float64(r.LogRecords) }, plain)
-	line("Cold start to `/leaderz` 200", ms(func(r Row) time.Duration { return r.LeaderzReady }), msText)
-	line("Cold start to the first command carried out", ms(func(r Row) time.Duration { return r.ColdStart }), msText)
+	timed := func(f judgedTime) { line(f.name, ms(f.value), msText) }
+	timed(leaderzTime)
+	timed(coldStartTime)
 	line("Recovery inside the cold start (the member's log)", ms(func(r Row) time.Duration { return r.Recovery }), msText)
 	bare("Dedup window loaded behind intake, after the recovery (the member's log)", ms(func(r Row) time.Duration { return r.WindowLoad }), msText)
 	line("Records the recovery read beyond the standby's read-ahead", func(r Row) float64 { return float64(r.RecoveryRecords) }, plain)
@@ -85,11 +86,11 @@ func Markdown(w io.Writer, rows []Row, c Config, took time.Duration) error {
 	line("Failover after SIGKILL, to a command carried out", ms(func(r Row) time.Duration { return r.Failover }), msText)
 	line("Failover bound", ms(func(r Row) time.Duration { return r.FailoverBound }), msText)
 	bare("Failover past its bound (a difference: no ratio)", ms(func(r Row) time.Duration { return r.Failover - r.FailoverBound }), msText)
-	line("`submit --wait`", ms(func(r Row) time.Duration { return r.SubmitWait }), msText)
-	line("`status`", ms(func(r Row) time.Duration { return r.StatusCLI }), msText)
-	line("Client.Status, hinted", ms(func(r Row) time.Duration { return r.StatusHinted }), msText)
+	timed(submitWaitTime)
+	timed(statusTime)
+	timed(hintedTime)
 	line("Records it read", func(r Row) float64 { return float64(r.StatusHintedRecords) }, plain)
-	line("Client.Status, lookup window", ms(func(r Row) time.Duration { return r.StatusWindow }), msText)
+	timed(windowTime)
 	line("Records it read", func(r Row) float64 { return float64(r.StatusWindowRecords) }, plain)
 	if len(rows) > 0 && rows[0].Further > 0 {
 		line(fmt.Sprintf("RSS of the new leader after %s further commands", count(rows[0].Further)), func(r Row) float64 { return float64(r.RSSAfter) }, mib)
@@ -100,6 +101,23 @@ func Markdown(w io.Writer, rows []Row, c Config, took time.Duration) error {
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// judgedTime is a time of the section's table that the targets judge: one
+// name and accessor serve both tables, so that they cannot drift apart.
+type judgedTime struct {
+	name  string
+	value func(Row) time.Duration
+}
+
+// The times that the targets judge, in the order of the section's table.
+var (
+	leaderzTime    = judgedTime{"Cold start to `/leaderz` 200", func(r Row) time.Duration { return r.LeaderzReady }}
+	coldStartTime  = judgedTime{"Cold start to the first command carried out", func(r Row) time.Duration { return r.ColdStart }}
+	submitWaitTime = judgedTime{"`submit --wait`", func(r Row) time.Duration { return r.SubmitWait }}
+	statusTime     = judgedTime{"`status`", func(r Row) time.Duration { return r.StatusCLI }}
+	hintedTime     = judgedTime{"Client.Status, hinted", func(r Row) time.Duration { return r.StatusHinted }}
+	windowTime     = judgedTime{"Client.Status, lookup window", func(r Row) time.Duration { return r.StatusWindow }}
+)
 
 // The targets of the section: at the largest size, each time within
 // TimeRatioTarget of its value at the first size, each resident memory
@@ -131,18 +149,7 @@ func writeTargets(b *strings.Builder, rows []Row) {
 		}
 		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", name, target, measured, yes)
 	}
-	times := []struct {
-		name  string
-		value func(Row) time.Duration
-	}{
-		{"Cold start to `/leaderz` 200", func(r Row) time.Duration { return r.LeaderzReady }},
-		{"Cold start to the first command carried out", func(r Row) time.Duration { return r.ColdStart }},
-		{"`submit --wait`", func(r Row) time.Duration { return r.SubmitWait }},
-		{"`status`", func(r Row) time.Duration { return r.StatusCLI }},
-		{"Client.Status, hinted", func(r Row) time.Duration { return r.StatusHinted }},
-		{"Client.Status, lookup window", func(r Row) time.Duration { return r.StatusWindow }},
-	}
-	for _, f := range times {
+	for _, f := range []judgedTime{leaderzTime, coldStartTime, submitWaitTime, statusTime, hintedTime, windowTime} {
 		base, v := f.value(first), f.value(last)
 		if base <= 0 {
 			continue
