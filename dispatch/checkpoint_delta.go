@@ -51,13 +51,19 @@ func readBase(ctx context.Context, role string, base CheckpointBase, logStart in
 func baseParts(role string, entries []Entry, base CheckpointBase) ([]CheckpointPart, bool) {
 	var parts []CheckpointPart
 	for i := range entries {
-		e := &entries[i]
-		if e.Offset >= base.First && e.Offset <= base.Last && e.Role == role && e.Kind == EntryCheckpoint &&
-			e.Checkpoint != nil && e.Token == base.Token && e.Checkpoint.Sequence == base.Sequence {
-			parts = append(parts, *e.Checkpoint)
+		if isBasePart(role, &entries[i], base) {
+			parts = append(parts, *entries[i].Checkpoint)
 		}
 	}
 	return parts, len(parts) > 0 && len(parts) == parts[0].Parts
+}
+
+// isBasePart reports whether e is a part of base, a full checkpoint of
+// role: a checkpoint record of role at base's offsets, of its token and
+// sequence.
+func isBasePart(role string, e *Entry, base CheckpointBase) bool {
+	return e.Offset >= base.First && e.Offset <= base.Last && e.Role == role && e.Kind == EntryCheckpoint &&
+		e.Checkpoint != nil && e.Token == base.Token && e.Checkpoint.Sequence == base.Sequence
 }
 
 // baseIDs decodes the compact IDs of base from its parts.
@@ -122,21 +128,32 @@ func sortedDelta(ids []compactID) []compactID {
 	return slices.CompactFunc(ids, func(a, b compactID) bool { return a.hash == b.hash })
 }
 
+// halves splits the offsets from first up to end into the two ranges that
+// a read of a checkpoint reads at once, or leaves them whole when they are
+// fewer than two.
+func halves(first, end int64) [][2]int64 {
+	if end-first < 2 {
+		return [][2]int64{{first, end}}
+	}
+	mid := first + (end-first)/2
+	return [][2]int64{{first, mid}, {mid, end}}
+}
+
 // readHalves reads the offsets from first up to end in two halves at once,
 // and returns their entries in offset order. A full checkpoint of a large
 // window is some twenty records of about a mebibyte, each a fetch of its
 // own: two reads at once take little more than half the time of one.
 func readHalves(ctx context.Context, first, end int64, read rangeReader) ([]Entry, int, error) {
-	if end-first < 2 {
+	h := halves(first, end)
+	if len(h) == 1 {
 		return read(ctx, first, end)
 	}
-	mid := first + (end-first)/2
 	var upper []Entry
 	var nUpper int
 	var errUpper error
 	var wg sync.WaitGroup
-	wg.Go(func() { upper, nUpper, errUpper = read(ctx, mid, end) })
-	lower, n, err := read(ctx, first, mid)
+	wg.Go(func() { upper, nUpper, errUpper = read(ctx, h[1][0], h[1][1]) })
+	lower, n, err := read(ctx, h[0][0], h[0][1])
 	wg.Wait()
 	if err := errors.Join(err, errUpper); err != nil {
 		return nil, n + nUpper, err

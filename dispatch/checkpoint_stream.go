@@ -51,15 +51,10 @@ func streamBase(ctx context.Context, role string, base CheckpointBase, logStart 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	f := newPartFeed(role, base)
-	first, end := base.First, base.Last+1
-	halves := [][2]int64{{first, end}}
-	if end-first >= 2 {
-		mid := first + (end-first)/2
-		halves = [][2]int64{{first, mid}, {mid, end}}
-	}
-	f.reads = len(halves)
+	hs := halves(base.First, base.Last+1)
+	f.reads = len(hs)
 	var wg sync.WaitGroup
-	for _, h := range halves {
+	for _, h := range hs {
 		wg.Go(func() {
 			n, err := read(ctx, h[0], h[1], f.add)
 			f.done(n, err)
@@ -74,21 +69,21 @@ func streamBase(ctx context.Context, role string, base CheckpointBase, logStart 
 		cancel()
 	}
 	wg.Wait()
-	n := f.records()
+	n, come := f.read, f.come()
 	switch {
 	case f.err != nil && (readFailed || err == nil):
 		return idBlocks{}, n, f.err
 	case f.fault != nil:
 		err = f.fault
-	case len(f.seen) == 0 && f.above():
+	case come == 0 && f.above():
 		// The read began above the base's first offset: the log start
 		// moved past it while the read went on.
 		return idBlocks{}, n, errBaseGone
-	case len(f.seen) == 0:
+	case come == 0:
 		return idBlocks{}, n, newFormatError("checkpoint", fmt.Errorf("offsets %d to %d hold no part of the base checkpoint %d under token %s",
 			base.First, base.Last, base.Sequence, base.Token))
-	case over && len(f.seen) < f.parts:
-		err = newFormatError("checkpoint", fmt.Errorf("%d parts of a checkpoint of %d", len(f.seen), f.parts))
+	case over && come < f.parts:
+		err = newFormatError("checkpoint", fmt.Errorf("%d parts of a checkpoint of %d", come, f.parts))
 	case err != nil:
 		err = newFormatError("checkpoint", err)
 	case cp.Base != nil:
@@ -109,18 +104,17 @@ type partFeed struct {
 	mu    sync.Mutex
 	cond  sync.Cond
 	data  map[int][]byte // parts come but not yet taken, by index
-	seen  map[int]bool
-	parts int   // the count of parts, from the first part come; 0 before
-	taken int   // parts handed to the decoder, which are 0 to taken-1
-	least int64 // the lowest offset read, -1 before any
-	reads int   // reads not yet done
-	read  int   // records read
-	err   error // the first read error
-	fault error // the first part that does not belong
+	parts int            // the count of parts, from the first part come; 0 before
+	taken int            // parts handed to the decoder, which are 0 to taken-1
+	least int64          // the lowest offset read, -1 before any
+	reads int            // reads not yet done
+	read  int            // records read
+	err   error          // the first read error
+	fault error          // the first part that does not belong
 }
 
 func newPartFeed(role string, base CheckpointBase) *partFeed {
-	f := &partFeed{role: role, base: base, data: make(map[int][]byte), seen: make(map[int]bool), least: -1}
+	f := &partFeed{role: role, base: base, data: make(map[int][]byte), least: -1}
 	f.cond.L = &f.mu
 	return f
 }
@@ -133,26 +127,20 @@ func (f *partFeed) add(entries []Entry) {
 	if len(entries) > 0 && (f.least < 0 || entries[0].Offset < f.least) {
 		f.least = entries[0].Offset
 	}
-	b := f.base
 	for i := range entries {
-		e := &entries[i]
-		if e.Offset < b.First || e.Offset > b.Last || e.Role != f.role || e.Kind != EntryCheckpoint ||
-			e.Checkpoint == nil || e.Token != b.Token || e.Checkpoint.Sequence != b.Sequence || f.fault != nil {
+		if f.fault != nil || !isBasePart(f.role, &entries[i], f.base) {
 			continue
 		}
-		p := *e.Checkpoint
-		switch err := checkCheckpointPart(p); {
-		case err != nil:
-			f.fault = newFormatError("checkpoint", err)
-		case f.parts != 0 && p.Parts != f.parts:
-			f.fault = newFormatError("checkpoint", fmt.Errorf("part %d of sequence %d of %d parts beside sequence %d of %d", p.Part, p.Sequence, p.Parts, b.Sequence, f.parts))
-		case f.seen[p.Part]:
-			f.fault = newFormatError("checkpoint", fmt.Errorf("part %d repeated", p.Part))
-		default:
-			f.parts = p.Parts
-			f.seen[p.Part] = true
-			f.data[p.Part] = p.Data
+		p := *entries[i].Checkpoint
+		n := f.parts
+		if n == 0 {
+			n = p.Parts
 		}
+		if err := checkPartOf(p, n, f.base.Sequence, f.came); err != nil {
+			f.fault = newFormatError("checkpoint", err)
+			continue
+		}
+		f.parts, f.data[p.Part] = n, p.Data
 	}
 	// The entries are let go here: the feed holds the parts' data alone.
 	clear(entries)
@@ -200,12 +188,16 @@ func (f *partFeed) state() (failed, over bool) {
 	return f.err != nil, f.reads == 0
 }
 
-// records returns the count of records that the reads read.
-func (f *partFeed) records() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.read
+// came reports whether part came already: it was taken, or waits to be.
+// The caller holds f.mu.
+func (f *partFeed) came(part int) bool {
+	_, waits := f.data[part]
+	return part < f.taken || waits
 }
+
+// come counts the parts that came. The caller holds f.mu, or the reads are
+// over.
+func (f *partFeed) come() int { return f.taken + len(f.data) }
 
 // above reports whether the reads found no record at or below the base's
 // first offset.

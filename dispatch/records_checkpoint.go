@@ -309,19 +309,28 @@ func checkpointReader(parts []CheckpointPart) (wireReader, error) {
 	ordered := make([][]byte, n)
 	seen := make([]bool, n)
 	for _, p := range parts {
-		if err := checkCheckpointPart(p); err != nil {
+		if err := checkPartOf(p, n, seq, func(i int) bool { return seen[i] }); err != nil {
 			return fail("%w", err)
-		}
-		if p.Parts != n || p.Sequence != seq {
-			return fail("part %d of sequence %d of %d parts beside sequence %d of %d", p.Part, p.Sequence, p.Parts, seq, n)
-		}
-		if seen[p.Part] {
-			return fail("part %d repeated", p.Part)
 		}
 		seen[p.Part], ordered[p.Part] = true, p.Data
 	}
 	clear(parts)
 	return wireReader{buf: ordered[0], rest: ordered[1:]}, nil
+}
+
+// checkPartOf checks p, a part of the checkpoint of sequence seq in n
+// parts, of which those that seen reports came already.
+func checkPartOf(p CheckpointPart, n int, seq int64, seen func(part int) bool) error {
+	if err := checkCheckpointPart(p); err != nil {
+		return err
+	}
+	if p.Parts != n || p.Sequence != seq {
+		return fmt.Errorf("part %d of sequence %d of %d parts beside sequence %d of %d", p.Part, p.Sequence, p.Parts, seq, n)
+	}
+	if seen(p.Part) {
+		return fmt.Errorf("part %d repeated", p.Part)
+	}
+	return nil
 }
 
 // assembleCheckpointHead is assembleCheckpoint that leaves the compact IDs

@@ -123,10 +123,7 @@ func (r *wireReader) fits(need int64) (left int, ok bool) {
 // in hand and the bound of those that more may still hand reach need. It
 // takes no buffer from more.
 func (r *wireReader) mayFit(need int64) bool {
-	have := int64(len(r.buf) - r.off)
-	for _, b := range r.rest {
-		have += int64(len(b))
-	}
+	have := int64(r.inHand())
 	if r.more != nil {
 		have += int64(r.unread)
 	}
@@ -185,9 +182,7 @@ func (r *wireReader) fill(n int) {
 			}
 		}
 	}
-	if r.more != nil {
-		r.pull(n)
-	}
+	r.pull(n)
 	if len(r.rest) == 0 {
 		return
 	}

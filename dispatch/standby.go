@@ -193,7 +193,7 @@ func (s *Standby) Prefetch(ctx context.Context) error {
 		b.err = cs.loadIDs()
 		b.ids = cs.ids
 	} else if inHand != nil {
-		b.ids, _, b.err = readBase(ctx, s.role, ref, start, nil, inHand)
+		b.ids, b.err = baseIDs(s.role, ref, inHand)
 	} else {
 		// The base is decoded while it is read: the Standby's read is the
 		// one a cold start's first command waits for.
