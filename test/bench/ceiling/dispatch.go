@@ -114,7 +114,12 @@ func StartDispatcher(ctx context.Context, s DispatcherSetup) (*Dispatcher, error
 	opts = append(opts, dispatch.WithOnCommitted(mix.note))
 	opts = append(opts, s.Options...)
 	counting := &countingLeader{Leadership: l}
-	d, err := dispatch.NewDispatcher(counting, registry, logReaderOf(s.Brokers), opts...)
+	logReader, err := logReaderOf(s.Brokers)
+	if err != nil {
+		transport.Close()
+		return nil, err
+	}
+	d, err := dispatch.NewDispatcher(counting, registry, logReader, opts...)
 	if err != nil {
 		transport.Close()
 		return nil, err

@@ -1,18 +1,16 @@
 package ceiling
 
 import (
-	"context"
-
-	"github.com/krabka-io/krabka-dispatch/coordination"
 	"github.com/krabka-io/krabka-dispatch/dispatch"
 )
 
-// logReaderOf returns the log reader a measured dispatcher recovers with.
-// Every measurement runs on fresh topics, so recovery finds an empty log;
-// the reader says so without a read, which keeps recovery out of the
-// numbers (it is not part of any of them).
-func logReaderOf([]string) dispatch.LogReader {
-	return dispatch.LogReaderFunc(func(context.Context, coordination.TopicPartition) ([]dispatch.Entry, error) {
-		return nil, nil
-	})
+// logReaderOf returns the log reader a measured dispatcher recovers with:
+// the Kafka reader that the dispatcher binary uses. Beside recovery (an
+// empty log here, which is not part of any figure), it is what lets the
+// dispatcher hold a settled command as a compact ID of its dedup window
+// rather than whole, as it does in production: without it every command of
+// a measurement would stay whole in memory, and a measurement would time a
+// growing map and heap that no deployment has.
+func logReaderOf(brokers []string) (dispatch.LogReader, error) {
+	return dispatch.NewKafkaLogReader(brokers)
 }
