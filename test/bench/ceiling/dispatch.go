@@ -281,6 +281,12 @@ func (t *TimingDevice) Wait(ctx context.Context, id string) (time.Time, error) {
 	return at, nil
 }
 
+// WaitAll returns the instant each of ids was dispatched, in their order,
+// waiting for all of them until ctx ends (see Arrivals.WaitAll).
+func (t *TimingDevice) WaitAll(ctx context.Context, ids []string) ([]time.Time, error) {
+	return t.arrivals.WaitAll(ctx, ids)
+}
+
 // Count returns how many commands the device has acted on.
 func (t *TimingDevice) Count() int { return t.arrivals.Count() }
 
@@ -291,9 +297,17 @@ type Arrivals struct {
 	mu      sync.Mutex
 	at      map[string]time.Time
 	waiters map[string]chan struct{}
+	round   *roundWait // the WaitAll under way, or nil
 	count   int
 	first   time.Time
 	last    time.Time
+}
+
+// roundWait is a WaitAll under way: the ids not arrived yet, and done,
+// closed when the last of them arrives.
+type roundWait struct {
+	missing map[string]struct{}
+	done    chan struct{}
 }
 
 // Note records that id arrived at the instant at.
@@ -312,6 +326,15 @@ func (a *Arrivals) Note(id string, at time.Time) {
 	if w, ok := a.waiters[id]; ok {
 		close(w)
 		delete(a.waiters, id)
+	}
+	if r := a.round; r != nil {
+		if _, ok := r.missing[id]; ok {
+			delete(r.missing, id)
+			if len(r.missing) == 0 {
+				close(r.done)
+				a.round = nil
+			}
+		}
 	}
 }
 
@@ -356,6 +379,51 @@ func (a *Arrivals) Wait(ctx context.Context, id string) (time.Time, error) {
 	at := a.at[id]
 	delete(a.at, id)
 	return at, nil
+}
+
+// WaitAll returns the instant each of ids arrived, in their order, waiting
+// for all of them until ctx ends, and forgets them as Wait does. It wakes
+// once, when the last one arrives, rather than once for each as a loop of
+// Wait calls may: a waiter for a round of commands then takes no CPU from
+// the goroutine that drives the device through them. One WaitAll runs at a
+// time.
+func (a *Arrivals) WaitAll(ctx context.Context, ids []string) ([]time.Time, error) {
+	a.mu.Lock()
+	if a.round != nil {
+		a.mu.Unlock()
+		return nil, errors.New("ceiling: a WaitAll is already under way")
+	}
+	r := &roundWait{missing: make(map[string]struct{}, len(ids)), done: make(chan struct{})}
+	for _, id := range ids {
+		if _, ok := a.at[id]; !ok {
+			r.missing[id] = struct{}{}
+		}
+	}
+	if len(r.missing) > 0 {
+		a.round = r
+		a.mu.Unlock()
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			a.mu.Lock()
+			if a.round == r {
+				a.round = nil
+			}
+			n := len(r.missing)
+			a.mu.Unlock()
+			if n > 0 {
+				return nil, fmt.Errorf("%d of %d commands not dispatched: %w", n, len(ids), ctx.Err())
+			}
+		}
+		a.mu.Lock()
+	}
+	defer a.mu.Unlock()
+	times := make([]time.Time, len(ids))
+	for i, id := range ids {
+		times[i] = a.at[id]
+		delete(a.at, id)
+	}
+	return times, nil
 }
 
 // BenchCommand is the i-th command of a measurement: a 64-byte payload to
@@ -456,21 +524,20 @@ func measureSubmit(ctx context.Context, d *Dispatcher, batch int, duration time.
 			})
 		}
 		wctx, cancel := context.WithTimeout(ctx, time.Minute)
-		for _, id := range ids {
-			at, err := d.Device.Wait(wctx, id)
-			if err != nil {
-				cancel()
-				wg.Wait()
-				select {
-				case serr := <-errs:
-					return nil, 0, 0, fmt.Errorf("%w (submit: %w)", err, serr)
-				default:
-					return nil, 0, 0, err
-				}
+		times, err := d.Device.WaitAll(wctx, ids)
+		cancel()
+		if err != nil {
+			wg.Wait()
+			select {
+			case serr := <-errs:
+				return nil, 0, 0, fmt.Errorf("%w (submit: %w)", err, serr)
+			default:
+				return nil, 0, 0, err
 			}
+		}
+		for _, at := range times {
 			samples = append(samples, at.Sub(began))
 		}
-		cancel()
 	}
 	elapsed := time.Since(start)
 	perRound := float64(d.Transactions()-txns0) / float64(max(1, rounds))

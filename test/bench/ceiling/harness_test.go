@@ -5,7 +5,9 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/krabka-io/krabka-dispatch/dispatch"
@@ -108,6 +110,46 @@ func TestArrivalsHandsEachArrivalToAWaiter(t *testing.T) {
 	if _, err := a.Wait(ctx, "never"); err == nil {
 		t.Error("a wait for an id that never arrives returned without error")
 	}
+}
+
+func TestArrivalsWaitAllWakesWhenTheLastArrives(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var a Arrivals
+		at := time.Unix(100, 0)
+		a.Note("b", at)
+		type result struct {
+			times []time.Time
+			err   error
+		}
+		done := make(chan result)
+		go func() {
+			times, err := a.WaitAll(t.Context(), []string{"a", "b", "c"})
+			done <- result{times, err}
+		}()
+		synctest.Wait()
+		if _, err := a.WaitAll(t.Context(), []string{"x"}); err == nil {
+			t.Error("a second WaitAll under way returned without error")
+		}
+		a.Note("a", at.Add(time.Second))
+		synctest.Wait()
+		select {
+		case r := <-done:
+			t.Fatalf("returned %v, %v before the last arrived", r.times, r.err)
+		default:
+		}
+		a.Note("c", at.Add(2*time.Second))
+		r := <-done
+		want := []time.Time{at.Add(time.Second), at, at.Add(2 * time.Second)}
+		if r.err != nil || !slices.EqualFunc(r.times, want, time.Time.Equal) {
+			t.Errorf("WaitAll: %v, %v; want %v", r.times, r.err, want)
+		}
+		// What it returned is forgotten, as by Wait.
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		if _, err := a.WaitAll(ctx, []string{"a", "d"}); err == nil || !strings.Contains(err.Error(), "2 of 2") {
+			t.Errorf("a WaitAll for ids gone or never noted: %v, want 2 of 2 not dispatched", err)
+		}
+	})
 }
 
 func TestCountFDsSeesASocket(t *testing.T) {
