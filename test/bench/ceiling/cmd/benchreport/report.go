@@ -206,7 +206,8 @@ func (r *report) writeE2E(w func(string, ...any)) error {
 	}
 	w("the round to the device's return, so it covers group commit (the Issued records committed under the token, acks=all,\n")
 	w("min.insync.replicas 2) and the dispatch. The outcome records commit in the background, in the transactions of\n")
-	w("later rounds.\n\n")
+	w("later rounds. The dispatcher reads its log with `KafkaLogReader`, as the binary does, so it holds each settled command\n")
+	w("as a compact ID and writes a checkpoint every %d records of the role, first in the transaction of the next round.\n\n", dispatch.DefaultCheckpointInterval)
 	w("The **ceiling** is franz-go with the client options the coordination transport gives a role's producer\n")
 	w("(`ceiling.ProducerOptions`: its retry backoff of 100 ms doubling to 1 s, metadata min age, acks=all, idempotence,\n")
 	w("manual partitioner, the lease as transaction timeout), writing the records the dispatcher writes for a command, its\n")
@@ -218,7 +219,7 @@ func (r *report) writeE2E(w func(string, ...any)) error {
 	w("side and pause. Rates and ratio are medians over the repetitions, with the lowest and highest beside them; the ratio\n")
 	w("of each repetition is the dispatcher's rate over that repetition's best ceiling. Latencies pool every repetition.\n")
 	w("The last three columns read the dispatcher's transactions through a wrapper of `Leadership.Write`: the records\n")
-	w("of one (Issued, Outcome and intake records of any command), the mean time of one (the wait for the role's write\n")
+	w("of one (Issued, Outcome and intake records, and the parts of a checkpoint), the mean time of one (the wait for the role's write\n")
 	w("slot, produce, commit), the share of the dispatcher side's time that a transaction was in flight, and how often\n")
 	w("a client saw CONCURRENT_TRANSACTIONS (counted from franz-go's debug log on both sides; each would cost a retry\n")
 	w("backoff, 100 ms for a produce with the transport's options). Since Kafka 4.0 the partition leader retries a\n")
@@ -272,7 +273,15 @@ func (r *report) writeE2E(w func(string, ...any)) error {
 	w("\n")
 	for _, p := range r.e2e {
 		if t := e2eTarget(p.Batch); p.Ratio < t {
-			w("**Target missed** at a batch of %d: %.2f of the ceiling, %.2f short of %.1f.\n", p.Batch, p.Ratio, t-p.Ratio, t)
+			w("**Target missed** at a batch of %d: %.2f of the ceiling, %.2f short of %.1f. ", p.Batch, p.Ratio, t-p.Ratio, t)
+			// Each round waits for the last, so what a round spends outside
+			// the dispatcher's transactions adds to it whole.
+			round := time.Duration(float64(p.Batch) / p.DispatchRate * float64(time.Second))
+			inTxn := time.Duration(p.WriteShare() * float64(round))
+			w("A round took %s ms, %s ms of it in the dispatcher's transactions (%s ms each on average, against the ceiling's\n", ceiling.Millis(round), ceiling.Millis(inTxn), ceiling.Millis(p.MeanWrite()))
+			w("round of %s ms with its pause) and %s ms outside them: the submit, the effects of the commit and the device's acts\n",
+				ceiling.Millis(time.Duration(float64(p.Batch)/p.CeilingRate*float64(time.Second))), ceiling.Millis(round-inTxn))
+			w("(%s ms from the first to the last), none of which overlaps a transaction of its round.\n", ceiling.Millis(p.Drive))
 		}
 	}
 	w("\n")
@@ -608,7 +617,8 @@ func (r *report) writeLatency(w func(string, ...any)) {
 		res  ceiling.LatencyResult
 	}{{"the HTTP API", l.http}, {"the requests topic", l.topic}} {
 		if ratio := ceiling.Ratio(float64(x.res.ToOutcome.P99), float64(l.raw.P99)); ratio > targetOutcomeP99 {
-			w("**Target missed** through %s: outcome committed p99 is %.2f times the raw commit p99 (target %.0f).\n\n", x.name, ratio, targetOutcomeP99)
+			w("**Target missed** through %s: outcome committed p99 is %.2f times the raw commit p99 (target %.0f); the same\n", x.name, ratio, targetOutcomeP99)
+			w("clients on the greedy raw producer reach %.2f times.\n\n", ceiling.Ratio(float64(l.rawLoop.P99), float64(l.raw.P99)))
 		}
 	}
 }
