@@ -2,6 +2,7 @@ package ceiling
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"slices"
@@ -150,6 +151,18 @@ func TestArrivalsWaitAllWakesWhenTheLastArrives(t *testing.T) {
 			t.Errorf("a WaitAll for ids gone or never noted: %v, want 2 of 2 not dispatched", err)
 		}
 	})
+}
+
+func TestBenchCommandIDs(t *testing.T) {
+	for _, i := range []int{0, 7, 12345678, 123456789} {
+		cmd := BenchCommand("r", "p", i, time.Unix(100, 0))
+		if want := fmt.Sprintf("p-%08d", i); cmd.ID != want {
+			t.Errorf("ID of command %d: %q, want %q", i, cmd.ID, want)
+		}
+		if len(cmd.Payload) != 64 {
+			t.Errorf("payload of %d bytes, want 64", len(cmd.Payload))
+		}
+	}
 }
 
 func TestCountFDsSeesASocket(t *testing.T) {
