@@ -416,7 +416,7 @@ func (c *committer) take(ctx context.Context) []*item {
 			c.mu.Unlock()
 			return nil
 		}
-		empty := len(c.queue) == 0
+		empty, hurried := len(c.queue) == 0, c.hurried
 		var linger <-chan time.Time
 		if !empty && c.held > 0 && !c.fullLocked() {
 			// Records are still queueing under a hold: wait for all of
@@ -446,7 +446,7 @@ func (c *committer) take(ctx context.Context) []*item {
 		c.mu.Unlock()
 		if empty && c.cfg.due != nil && c.cfg.due() {
 			wait := c.leadWait()
-			if wait <= 0 {
+			if wait <= 0 || hurried {
 				c.leadFrom = time.Time{}
 				return []*item{}
 			}
@@ -470,7 +470,9 @@ func (c *committer) take(ctx context.Context) []*item {
 // that they lead its transaction rather than take one of their own that the
 // record would then wait for: a transaction's time (the moving average of
 // the recent ones) from when take first found them due, as riding outcomes
-// wait, and nothing before the first commit. Only the commit loop calls it.
+// wait, and nothing before the first commit. Once intake stopped (see
+// hurry), take does not wait: no such record is coming, and a drain waits
+// for its closing checkpoint. Only the commit loop calls it.
 func (c *committer) leadWait() time.Duration {
 	if c.leadFrom.IsZero() {
 		c.leadFrom = time.Now()

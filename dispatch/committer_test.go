@@ -454,6 +454,13 @@ func TestCommitterWritesCheckpointsFirst(t *testing.T) {
 		r.c.notify()
 		woken := time.Now()
 		time.Sleep(time.Second)
+		// Once intake stopped, nothing is coming for it to lead: it goes at
+		// once, as a drain's closing checkpoint must.
+		r.c.hurry()
+		setDue()
+		r.c.notify()
+		hurried := time.Now()
+		time.Sleep(time.Second)
 		txns := r.w.written()
 		var got [][]string
 		for _, txn := range txns {
@@ -462,16 +469,19 @@ func TestCommitterWritesCheckpointsFirst(t *testing.T) {
 		// Due while idle before any commit: written at once, alone; then
 		// the batch; then two that lead the next batch; then, woken while
 		// idle with nothing queueing, alone again.
-		want := [][]string{{"checkpoint"}, {"a"}, {"checkpoint", "b"}, {"checkpoint", "c"}, {"checkpoint"}}
+		want := [][]string{{"checkpoint"}, {"a"}, {"checkpoint", "b"}, {"checkpoint", "c"}, {"checkpoint"}, {"checkpoint"}}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("transactions %v, want %v", got, want)
 		}
 		if waited := txns[4].start.Sub(woken); waited != 10*time.Millisecond {
 			t.Errorf("the lone checkpoint started %v after it was due, want a transaction's time, 10ms", waited)
 		}
+		if waited := txns[5].start.Sub(hurried); waited != 0 {
+			t.Errorf("the checkpoint due after intake stopped started %v after it was due, want at once", waited)
+		}
 		// The batch handed on holds the checkpoint first too, so that its
 		// effects apply in log order.
-		if batches := r.batches(); len(batches) != 5 || len(batches[2].items) != 2 || !batches[2].items[0].checkpoint ||
+		if batches := r.batches(); len(batches) != 6 || len(batches[2].items) != 2 || !batches[2].items[0].checkpoint ||
 			batches[2].offsets[0] >= batches[2].offsets[1] {
 			t.Errorf("the third batch handed on is not the checkpoint, then b: %+v", batches)
 		}
