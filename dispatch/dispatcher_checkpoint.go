@@ -18,12 +18,10 @@ const checkpointProbe = 5 * time.Second
 // checkpointDivisor sets how often a large dedup window is written whole: a
 // full checkpoint is due after the larger of the checkpoint interval and one
 // record for each checkpointDivisor compact IDs, so that the bytes written
-// for checkpoints stay a bounded share of the log however large the window:
-// about 17 bytes an ID, so some 70 bytes a record, where a command's two
-// records are a few hundred. In between, a delta checkpoint every interval
-// holds the IDs added since the last full one, at most a quarter of the
-// window, so that a recovery reads a bounded tail of records.
-const checkpointDivisor = 4
+// for checkpoints stay a bounded share of the log however large the window.
+// In between, a delta checkpoint every interval holds the IDs added since
+// the last full one, so that a recovery reads a bounded tail of records.
+const checkpointDivisor = 16
 
 // probeLoop marks a checkpoint due when the log partition moved a checkpoint
 // interval past the last checkpoint, even while this role writes nothing.
@@ -78,7 +76,7 @@ func (d *Dispatcher) checkpointDueLocked() bool {
 
 // fullCheckpointDueLocked reports whether the next checkpoint writes the
 // window whole: with no full checkpoint to build a delta on, when the
-// window is small enough to be written whole every interval (a quarter of
+// window is small enough to be written whole every interval (a sixteenth of
 // its IDs at most an interval), or when the full one is as old as
 // checkpointDivisor says. The first checkpoint after a takeover is a delta
 // on the predecessor's base unless it would hold more than a quarter of the

@@ -460,11 +460,10 @@
 // when it wrote nothing itself: roles share partitions, and a busy
 // neighbour moves the partition while this role is idle. Most of a large
 // window does not change from one checkpoint to the next, so the window is
-// written whole only every interval, or after one record for each four
-// compact IDs when that is more (a window of a million IDs, 16 to 19 MB of
-// checkpoint, is written about every 250,000 records, some 70 bytes a
-// record): the bytes of full checkpoints stay a fixed share of the log
-// however large the window. When
+// written whole only every interval, or every 16 records for each compact
+// ID when that is more (a window of a million IDs, 16 to 19 MB of
+// checkpoint, is written about every 62,500 records): the bytes of full
+// checkpoints stay a fixed share of the log however large the window. When
 // that is more than an interval, the checkpoints in between are deltas
 // ([CheckpointBase]): the commands and
 // the intake position whole, and only the compact IDs added since the

@@ -168,9 +168,7 @@ func otherRole(t *testing.T, log *leaderLog, round, n int) {
 // checkpoint interval and the tail, not the history, and knows what a
 // successor that reads the whole log knows.
 func TestCheckpointRecovery(t *testing.T) {
-	// An interval past a quarter of the window of 1,100 IDs, so that the
-	// window is written whole every time (see the end).
-	const interval = 300
+	const interval = 100
 	log := &leaderLog{}
 	dev := &countingDevice{}
 	devices := map[string]Device{"dev": dev}
@@ -244,7 +242,7 @@ func TestCheckpointRecovery(t *testing.T) {
 	whole.stop(t)
 	second.stop(t)
 	verifyClean(t, log)
-	// A window of at most checkpointDivisor intervals of IDs is written whole every time,
+	// A window of at most 16 intervals of IDs is written whole every time,
 	// in the layout the release before reads, the successor's first
 	// checkpoint included.
 	cps := checkpointsOf(t, log.entries(t))

@@ -240,8 +240,8 @@ func fullLog(t *testing.T, interval int) (*leaderLog, loggedCheckpoint, coordina
 	// whole at every checkpoint.
 	for round := range 3 {
 		prefix := fmt.Sprintf("r%d", round)
-		submitMany(t, first.d, prefix, interval, time.Now())
-		for i := range interval {
+		submitMany(t, first.d, prefix, 2*interval, time.Now())
+		for i := range 2 * interval {
 			ids = append(ids, fmt.Sprintf("%s-%d", prefix, i))
 		}
 		otherRole(t, log, round, 30)
