@@ -276,11 +276,12 @@ func (r *report) writeE2E(w func(string, ...any)) error {
 			w("**Target missed** at a batch of %d: %.2f of the ceiling, %.2f short of %.1f. ", p.Batch, p.Ratio, t-p.Ratio, t)
 			// Each round waits for the last, so what a round spends outside
 			// the dispatcher's transactions adds to it whole.
-			round := time.Duration(float64(p.Batch) / p.DispatchRate * float64(time.Second))
+			roundAt := func(rate float64) time.Duration { return time.Duration(float64(p.Batch) / rate * float64(time.Second)) }
+			round := roundAt(p.DispatchRate)
 			inTxn := time.Duration(p.WriteShare() * float64(round))
 			w("A round took %s ms, %s ms of it in the dispatcher's transactions (%s ms each on average, against the ceiling's\n", ceiling.Millis(round), ceiling.Millis(inTxn), ceiling.Millis(p.MeanWrite()))
 			w("round of %s ms with its pause) and %s ms outside them: the submit, the effects of the commit and the device's acts\n",
-				ceiling.Millis(time.Duration(float64(p.Batch)/p.CeilingRate*float64(time.Second))), ceiling.Millis(round-inTxn))
+				ceiling.Millis(roundAt(p.CeilingRate)), ceiling.Millis(round-inTxn))
 			w("(%s ms from the first to the last), none of which overlaps a transaction of its round.\n", ceiling.Millis(p.Drive))
 		}
 	}
