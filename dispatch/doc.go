@@ -503,9 +503,9 @@
 // checkpoint that it is or builds on when the member starts to campaign
 // (beside the campaign, at a cold start) and every minute while it waits,
 // decoding each part as its fetch brings it, while the later ones are still
-// read, and letting go of it once decoded; and the recovery of a leadership the member wins takes those IDs when the
-// delta it finds names that base ([WithStandby]; [RecoveryStats] says
-// whether it did). A checkpoint is named by the token, the sequence and the
+// read, and letting go of it once decoded; and the recovery of a
+// leadership the member wins takes those IDs when the delta it finds names
+// that base ([WithStandby]; [RecoveryStats] says whether it did). A checkpoint is named by the token, the sequence and the
 // offsets of its parts, and committed records never change, so IDs read
 // before the lease are those a read after it finds. A recovery whose delta
 // names another base reads that base itself.
