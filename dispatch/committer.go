@@ -133,12 +133,13 @@ type committerConfig struct {
 	// commit loop; the next transaction starts after it returns.
 	committed func(committedBatch)
 
-	// due reports whether between has records to write; the loop asks it
-	// while the queue is empty, and after a wake. between returns the
-	// records to commit in a transaction of their own after each batch
-	// (the checkpoints), or none. Either may be nil.
-	due     func() bool
-	between func() []*item
+	// due reports whether lead has records to write; the loop asks it
+	// while the queue is empty, and after a wake. lead returns the records
+	// that go first in the next transaction, before its batch (the
+	// checkpoints), or none; the loop asks it once the batch is taken, and
+	// when due reports records while none are queued. Either may be nil.
+	due  func() bool
+	lead func() []*item
 }
 
 // committer writes the command log for a dispatcher: it owns the queue of
@@ -191,6 +192,10 @@ type committer struct {
 	// them.
 	committedAt time.Time
 	commitTook  time.Duration
+
+	// leadFrom is when take first found the queue empty while due
+	// reported records, or zero; only the commit loop touches it.
+	leadFrom time.Time
 }
 
 // newCommitter returns a committer that starts nothing: call run.
@@ -370,29 +375,34 @@ func (c *committer) stop() {
 // every record that queued while the one before was in flight, up to the
 // batch bounds. It starts the next transaction the commit gap after the one
 // before ended, or later when the first record queued less than the commit
-// linger ago (see lingerFor). After each batch it commits what between
-// returns in a transaction of its own. It returns after stop, or when ctx
-// ends; ctx bounds every transaction.
+// linger ago (see lingerFor). What lead returns goes first in the next
+// transaction, before its batch, or alone when no record queued within a
+// transaction's time (see leadWait): a checkpoint thus costs no transaction
+// of its own under load. It returns
+// after stop, or when ctx ends; ctx bounds every transaction.
 func (c *committer) run(ctx context.Context) {
 	for {
 		batch := c.take(ctx)
 		if batch == nil {
 			return
 		}
+		if c.cfg.lead != nil {
+			// Asked after take, with the effects of every transaction
+			// before applied and none of the batch's committed.
+			if items := c.cfg.lead(); len(items) > 0 {
+				batch = append(items, batch...)
+			}
+		}
 		if len(batch) > 0 {
 			c.commit(ctx, batch)
-		}
-		if c.cfg.between != nil {
-			if items := c.cfg.between(); len(items) > 0 {
-				c.commit(ctx, items)
-			}
 		}
 	}
 }
 
 // take waits for queued records, and for the commit linger, and takes the
-// next batch. It returns an empty batch when the queue is empty and due
-// reports records, and nil when the committer stopped or ctx ended.
+// next batch. It returns an empty batch when the queue stayed empty while
+// due reported records for as long as leadWait says, and nil when the
+// committer stopped or ctx ended.
 func (c *committer) take(ctx context.Context) []*item {
 	var timer *time.Timer
 	defer func() {
@@ -406,7 +416,7 @@ func (c *committer) take(ctx context.Context) []*item {
 			c.mu.Unlock()
 			return nil
 		}
-		empty := len(c.queue) == 0
+		empty, hurried := len(c.queue) == 0, c.hurried
 		var linger <-chan time.Time
 		if !empty && c.held > 0 && !c.fullLocked() {
 			// Records are still queueing under a hold: wait for all of
@@ -423,6 +433,7 @@ func (c *committer) take(ctx context.Context) []*item {
 			if wait <= 0 {
 				batch := c.takeLocked()
 				c.mu.Unlock()
+				c.leadFrom = time.Time{}
 				return batch
 			}
 			if timer == nil {
@@ -434,7 +445,17 @@ func (c *committer) take(ctx context.Context) []*item {
 		}
 		c.mu.Unlock()
 		if empty && c.cfg.due != nil && c.cfg.due() {
-			return []*item{}
+			wait := c.leadWait()
+			if wait <= 0 || hurried {
+				c.leadFrom = time.Time{}
+				return []*item{}
+			}
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			linger = timer.C
 		}
 		select {
 		case <-c.wake:
@@ -442,6 +463,21 @@ func (c *committer) take(ctx context.Context) []*item {
 		case <-ctx.Done():
 		}
 	}
+}
+
+// leadWait returns how much longer the records that due reports wait, while
+// none are queued, for a record that makes a transaction due anyway, so
+// that they lead its transaction rather than take one of their own that the
+// record would then wait for: a transaction's time (the moving average of
+// the recent ones) from when take first found them due, as riding outcomes
+// wait, and nothing before the first commit. Once intake stopped (see
+// hurry), take does not wait: no such record is coming, and a drain waits
+// for its closing checkpoint. Only the commit loop calls it.
+func (c *committer) leadWait() time.Duration {
+	if c.leadFrom.IsZero() {
+		c.leadFrom = time.Now()
+	}
+	return c.commitTook - time.Since(c.leadFrom)
 }
 
 // takeLocked takes the next batch off the queue. The caller holds c.mu.

@@ -402,7 +402,7 @@ func TestCommitterQueueBoundAndStop(t *testing.T) {
 	})
 }
 
-func TestCommitterWritesBetweenBatches(t *testing.T) {
+func TestCommitterWritesCheckpointsFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		due := true
@@ -414,13 +414,18 @@ func TestCommitterWritesBetweenBatches(t *testing.T) {
 			it.checkpoint = true
 			return it
 		}
+		setDue := func() {
+			mu.Lock()
+			due = true
+			mu.Unlock()
+		}
 		r := newCommitterRig(t, wideBounds, 10*time.Millisecond, func(c *committerConfig) {
 			c.due = func() bool {
 				mu.Lock()
 				defer mu.Unlock()
 				return due
 			}
-			c.between = func() []*item {
+			c.lead = func() []*item {
 				mu.Lock()
 				defer mu.Unlock()
 				if !due {
@@ -434,20 +439,51 @@ func TestCommitterWritesBetweenBatches(t *testing.T) {
 		time.Sleep(time.Second)
 		r.c.enqueue(issuedOf(t, "a"))
 		time.Sleep(time.Second)
-		mu.Lock()
-		due = true
-		mu.Unlock()
-		r.c.notify()
+		// Due when a record queues: it leads that record's transaction.
+		setDue()
+		r.c.enqueue(issuedOf(t, "b"))
 		time.Sleep(time.Second)
+		// Due while idle after a commit: it waits up to a transaction's
+		// time (10ms here) for a record to lead.
+		setDue()
+		r.c.notify()
+		time.Sleep(5 * time.Millisecond)
+		r.c.enqueue(issuedOf(t, "c"))
+		time.Sleep(time.Second)
+		setDue()
+		r.c.notify()
+		woken := time.Now()
+		time.Sleep(time.Second)
+		// Once intake stopped, nothing is coming for it to lead: it goes at
+		// once, as a drain's closing checkpoint must.
+		r.c.hurry()
+		setDue()
+		r.c.notify()
+		hurried := time.Now()
+		time.Sleep(time.Second)
+		txns := r.w.written()
 		var got [][]string
-		for _, txn := range r.w.written() {
+		for _, txn := range txns {
 			got = append(got, idsOf(txn.entries))
 		}
-		// Due while idle: written at once, alone; then the batch; then,
-		// woken, the next one.
-		want := [][]string{{"checkpoint"}, {"a"}, {"checkpoint"}}
+		// Due while idle before any commit: written at once, alone; then
+		// the batch; then two that lead the next batch; then, woken while
+		// idle with nothing queueing, alone again.
+		want := [][]string{{"checkpoint"}, {"a"}, {"checkpoint", "b"}, {"checkpoint", "c"}, {"checkpoint"}, {"checkpoint"}}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("transactions %v, want %v", got, want)
+			t.Fatalf("transactions %v, want %v", got, want)
+		}
+		if waited := txns[4].start.Sub(woken); waited != 10*time.Millisecond {
+			t.Errorf("the lone checkpoint started %v after it was due, want a transaction's time, 10ms", waited)
+		}
+		if waited := txns[5].start.Sub(hurried); waited != 0 {
+			t.Errorf("the checkpoint due after intake stopped started %v after it was due, want at once", waited)
+		}
+		// The batch handed on holds the checkpoint first too, so that its
+		// effects apply in log order.
+		if batches := r.batches(); len(batches) != 6 || len(batches[2].items) != 2 || !batches[2].items[0].checkpoint ||
+			batches[2].offsets[0] >= batches[2].offsets[1] {
+			t.Errorf("the third batch handed on is not the checkpoint, then b: %+v", batches)
 		}
 		r.c.stop()
 		<-r.done

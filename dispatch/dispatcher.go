@@ -214,7 +214,7 @@ func NewDispatcher(leader Leader, registry *Registry, log LogReader, options ...
 	})
 	if d.ranger != nil {
 		d.commits.cfg.due = d.checkpointDue
-		d.commits.cfg.between = d.checkpointItems
+		d.commits.cfg.lead = d.checkpointItems
 	}
 	return d, nil
 }

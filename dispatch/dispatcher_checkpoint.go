@@ -96,10 +96,12 @@ func (d *Dispatcher) fullCheckpointDueLocked() bool {
 }
 
 // checkpointItems returns the parts of a checkpoint when one is due, for
-// the committer to write in a transaction of its own between two batches:
-// the committer is the only writer of the log and calls it after the
-// effects of every batch before applied, so the state it takes is exactly
-// what the records before it committed. It returns nil when none is due.
+// the committer to write first in its next transaction, before the records
+// of that transaction's batch: the committer is the only writer of the log
+// and calls it after the effects of every batch before applied and before
+// the next one commits, so the state it takes is exactly what the records
+// before its parts committed, and the records after them replay on it. It
+// returns nil when none is due.
 func (d *Dispatcher) checkpointItems() []*item {
 	d.mu.Lock()
 	now := d.now()

@@ -439,12 +439,13 @@
 // A checkpoint is the state a recovery needs ([Checkpoint]): the intake
 // position, the commands not settled (whole: recovery dispatches them again
 // or records them in doubt), and the compact IDs inside the window. The
-// leader writes it in the role's own log partition, in a transaction of its
-// own between two batches: it is the only writer of the role's records, so
-// the state it takes is exactly what committed before it, and a recovery
-// that starts from the checkpoint and folds the records after it through the
-// same command state machine gets the state of one that folds the whole
-// log. Keeping it in the log, not in a compacted topic of its own, keeps one
+// leader writes it in the role's own log partition, first in the
+// transaction of the next batch, before that batch's records (or in a
+// transaction of its own when no record queues within a transaction's
+// time): it is the only writer of the role's records, so the state it takes
+// is exactly what committed before its parts, and a recovery that starts
+// from the checkpoint and folds the records after it through the same
+// command state machine gets the state of one that folds the whole log. Keeping it in the log, not in a compacted topic of its own, keeps one
 // partition the whole truth of a role: the checkpoint commits under the
 // token in the same ordered partition as the records it summarises, needs
 // no topic beyond those the deployment has, and [Verify] checks it against
