@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -183,8 +184,11 @@ type committer struct {
 	// coming counts the announcements in force (see announce): while there
 	// is one, riding records wait up to a transaction's time for it.
 	coming int
-	wake   chan struct{}
-	room   chan struct{} // closed and replaced when the queue shrinks
+	// ride is how long riding records wait for a record that makes a
+	// transaction due, the outcome linger or less (see adaptRide).
+	ride time.Duration
+	wake chan struct{}
+	room chan struct{} // closed and replaced when the queue shrinks
 
 	// committedAt is when the last transaction ended, and commitTook a
 	// moving average of how long a transaction takes from its start to
@@ -200,7 +204,7 @@ type committer struct {
 
 // newCommitter returns a committer that starts nothing: call run.
 func newCommitter(cfg committerConfig) *committer {
-	return &committer{cfg: cfg, wake: make(chan struct{}, 1), room: make(chan struct{})}
+	return &committer{cfg: cfg, ride: cfg.bounds.ride, wake: make(chan struct{}, 1), room: make(chan struct{})}
 }
 
 // setIntake sets the committed intake position that recovery found.
@@ -378,14 +382,16 @@ func (c *committer) stop() {
 // linger ago (see lingerFor). What lead returns goes first in the next
 // transaction, before its batch, or alone when no record queued within a
 // transaction's time (see leadWait): a checkpoint thus costs no transaction
-// of its own under load. It returns
-// after stop, or when ctx ends; ctx bounds every transaction.
+// of its own under load. After a transaction of riding records alone, it
+// sets how long the next ones ride (see adaptRide). It returns after stop,
+// or when ctx ends; ctx bounds every transaction.
 func (c *committer) run(ctx context.Context) {
 	for {
 		batch := c.take(ctx)
 		if batch == nil {
 			return
 		}
+		alone := len(batch) > 0 && !slices.ContainsFunc(batch, (*item).makesDue)
 		if c.cfg.lead != nil {
 			// Asked after take, with the effects of every transaction
 			// before applied and none of the batch's committed.
@@ -396,6 +402,31 @@ func (c *committer) run(ctx context.Context) {
 		if len(batch) > 0 {
 			c.commit(ctx, batch)
 		}
+		if alone {
+			c.adaptRide()
+		}
+	}
+}
+
+// adaptRide sets how long riding records wait from now on, after a
+// transaction of them alone ended. When a record that makes a transaction
+// due queued while it was in flight, that record waited behind it, which a
+// ride as long as the outcome linger exists to spare: the ride is the
+// outcome linger again. When none did, the wait before it spared nothing
+// and cost the outcomes their time, as where each client waits for the
+// outcome of its command before it submits the next: the ride halves, down
+// to the commit gap alone, which the loop waits anyway. Once intake
+// stopped, riding records do not wait, and nothing changes. Only the
+// commit loop calls it.
+func (c *committer) adaptRide() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.hurried:
+	case c.due:
+		c.ride = c.cfg.bounds.ride
+	default:
+		c.ride /= 2
 	}
 }
 
@@ -518,8 +549,9 @@ func (c *committer) takeLocked() []*item {
 // A queue of riding records alone (outcomes) waits for a record that makes
 // a transaction due, so that they share its transaction instead of taking
 // one of their own, which the next Issued records would have to wait for:
-// until the outcome linger passed without another of them queueing, and at
-// least the commit gap. A burst of outcomes (a device that works through a
+// until the ride passed without another of them queueing, and at least the
+// commit gap. The ride is the outcome linger, or less where no record came
+// to share the recent transactions of outcomes alone (see adaptRide). A burst of outcomes (a device that works through a
 // batch of commands) thus rides until it ends, when its client is likely to
 // submit again. A full batch of them, or one after intake stopped, waits
 // for the gap alone.
@@ -532,8 +564,7 @@ func (c *committer) takeLocked() []*item {
 // commands after them commit soon. While a batch is announced (see
 // announce), the ride lasts that transaction's time: the batch is known to
 // come, and would wait that long behind outcomes that left alone. Before
-// the first commit, the ride is the outcome linger from the first riding
-// record.
+// the first commit, the ride counts from the first riding record.
 //
 // Nothing waits while the queue is at its bound, where submitters wait for
 // room. The caller holds c.mu, and the queue is not empty.
@@ -551,11 +582,11 @@ func (c *committer) lingerFor() time.Duration {
 	case !c.due && !c.hurried:
 		switch first := time.Since(c.ridesFrom); {
 		case c.commitTook <= 0:
-			wait = b.ride - first
-		case c.coming > 0 || c.commitTook < b.ride:
+			wait = c.ride - first
+		case c.coming > 0 || c.commitTook < c.ride:
 			wait = c.commitTook - first
 		default:
-			wait = min(b.ride-time.Since(c.ridesLast), c.commitTook-first)
+			wait = min(c.ride-time.Since(c.ridesLast), c.commitTook-first)
 		}
 	case c.due && b.linger > 0 && !c.lingerFrom.IsZero():
 		wait = b.linger - time.Since(c.lingerFrom)

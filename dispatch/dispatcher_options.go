@@ -91,10 +91,14 @@ const (
 	// past one commit's time after the first. The price is that an outcome
 	// with no command after it commits up to this much later, or up to
 	// one commit's time when commits are faster than this or a
-	// [Dispatcher.SubmitBatch] call is preparing its records. After
-	// [Dispatcher.StopIntake] outcomes no longer wait. Change it with
-	// [WithOutcomeLinger]; zero makes outcomes start a transaction like any
-	// other record.
+	// [Dispatcher.SubmitBatch] call is preparing its records. Where no
+	// command follows outcomes (clients that wait for the outcome of each
+	// command before they submit the next), the wait halves after each
+	// transaction of outcomes alone that no command queued behind, down to
+	// the commit gap, and is this long again after one that a command
+	// queued behind. After [Dispatcher.StopIntake] outcomes no longer
+	// wait. Change it with [WithOutcomeLinger]; zero makes outcomes start a
+	// transaction like any other record.
 	DefaultOutcomeLinger = 10 * time.Millisecond
 
 	// DefaultMaxBatchBytes is the default bound on the encoded keys and
@@ -366,9 +370,12 @@ func WithCommitGap(d time.Duration) Option {
 // wait longer than a transaction of the log takes (a moving average of the
 // recent ones) after the first of them: their own transaction would cost
 // the next commands no more than that. While a [Dispatcher.SubmitBatch]
-// call prepares its records, they wait up to that long for them. Zero
-// makes an outcome start a transaction like any other record, after the
-// commit linger. The wait never reorders the log: an outcome goes in the
+// call prepares its records, they wait up to that long for them. The wait
+// halves after each transaction of outcomes alone that no record queued
+// behind while it was in flight (nothing came that riding would have
+// spared a wait), down to the commit gap, and is d again after one that a
+// record queued behind. Zero makes an outcome start a transaction like any
+// other record, after the commit linger. The wait never reorders the log: an outcome goes in the
 // same transaction as the records queued before it, or a later one.
 func WithOutcomeLinger(d time.Duration) Option {
 	return func(c *config) error {
