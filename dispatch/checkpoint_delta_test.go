@@ -584,8 +584,9 @@ func TestRecoveryFromDeltaEqualsFullLog(t *testing.T) {
 }
 
 // TestFullCheckpointDue checks when a checkpoint writes the window whole: a
-// window of at most 16 intervals always; a larger one when no base is known,
-// once a sixteenth of its IDs in records passed since the base, and, for a
+// window of at most checkpointDivisor intervals always; a larger one when no
+// base is known, once a record for each checkpointDivisor of its IDs passed
+// since the base, and, for a
 // leadership's first checkpoint, when a delta would hold more than a quarter
 // of the window.
 func TestFullCheckpointDue(t *testing.T) {
@@ -607,10 +608,10 @@ func TestFullCheckpointDue(t *testing.T) {
 		added     int
 		wantWhole bool
 	}{
-		{"a small window", 16 * interval, base, 1, 0, 0, true},
+		{"a small window", checkpointDivisor * interval, base, 1, 0, 0, true},
 		{"no base", 1600, nil, 1, 0, 0, true},
-		{"a delta", 1600, base, 1, 99, 40, false},
-		{"the full one is due", 1600, base, 1, 100, 40, true},
+		{"a delta", 1600, base, 1, 1600/checkpointDivisor - 1, 40, false},
+		{"the full one is due", 1600, base, 1, 1600 / checkpointDivisor, 40, true},
 		{"a first delta of a quarter", 1600, base, 0, 1000, 400, false},
 		{"a first delta above a quarter", 1600, base, 0, 0, 401, true},
 	} {

@@ -551,10 +551,10 @@ func (c *committer) takeLocked() []*item {
 // one of their own, which the next Issued records would have to wait for:
 // until the ride passed without another of them queueing, and at least the
 // commit gap. The ride is the outcome linger, or less where no record came
-// to share the recent transactions of outcomes alone (see adaptRide). A burst of outcomes (a device that works through a
-// batch of commands) thus rides until it ends, when its client is likely to
-// submit again. A full batch of them, or one after intake stopped, waits
-// for the gap alone.
+// to share the recent transactions of outcomes alone (see adaptRide). A
+// burst of outcomes (a device that works through a batch of commands) thus
+// rides until it ends, when its client is likely to submit again. A full
+// batch of them, or one after intake stopped, waits for the gap alone.
 //
 // The ride is also no longer than a transaction takes (the moving average
 // of the recent ones), counted from the first riding record: riding spares

@@ -375,8 +375,9 @@ func WithCommitGap(d time.Duration) Option {
 // behind while it was in flight (nothing came that riding would have
 // spared a wait), down to the commit gap, and is d again after one that a
 // record queued behind. Zero makes an outcome start a transaction like any
-// other record, after the commit linger. The wait never reorders the log: an outcome goes in the
-// same transaction as the records queued before it, or a later one.
+// other record, after the commit linger. The wait never reorders the log:
+// an outcome goes in the same transaction as the records queued before it,
+// or a later one.
 func WithOutcomeLinger(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {

@@ -460,8 +460,8 @@
 // when it wrote nothing itself: roles share partitions, and a busy
 // neighbour moves the partition while this role is idle. Most of a large
 // window does not change from one checkpoint to the next, so the window is
-// written whole only every interval, or every 16 records for each compact
-// ID when that is more (a window of a million IDs, 16 to 19 MB of
+// written whole only every interval, or after one record for each sixteen
+// compact IDs when that is more (a window of a million IDs, 16 to 19 MB of
 // checkpoint, is written about every 62,500 records): the bytes of full
 // checkpoints stay a fixed share of the log however large the window. When
 // that is more than an interval, the checkpoints in between are deltas
@@ -506,8 +506,9 @@
 // decoding each part as its fetch brings it, while the later ones are still
 // read, and letting go of it once decoded; and the recovery of a
 // leadership the member wins takes those IDs when the delta it finds names
-// that base ([WithStandby]; [RecoveryStats] says whether it did). A checkpoint is named by the token, the sequence and the
-// offsets of its parts, and committed records never change, so IDs read
+// that base ([WithStandby]; [RecoveryStats] says whether it did). A
+// checkpoint is named by the token, the sequence and the offsets of its
+// parts, and committed records never change, so IDs read
 // before the lease are those a read after it finds. A recovery whose delta
 // names another base reads that base itself.
 //

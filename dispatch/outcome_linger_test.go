@@ -45,13 +45,7 @@ func TestOutcomesRideWithTheNextRound(t *testing.T) {
 				w.start(t, h)
 
 				for r := range rounds {
-					for i := range burst {
-						go func() {
-							if _, err := h.d.Submit(t.Context(), newCommand(fmt.Sprintf("r%d-%d", r, i), "valve", time.Hour)); err != nil {
-								t.Error(err)
-							}
-						}()
-					}
+					submitRound(t, h, r, burst)
 					for range burst {
 						<-acted
 					}
@@ -155,13 +149,7 @@ func TestOutcomeRideShortensWhereNoCommandFollows(t *testing.T) {
 		// The rounds.
 		_, before := w.get()
 		for r := range rounds {
-			for i := range burst {
-				go func() {
-					if _, err := h.d.Submit(t.Context(), newCommand(fmt.Sprintf("r%d-%d", r, i), "valve", time.Hour)); err != nil {
-						t.Error(err)
-					}
-				}()
-			}
+			submitRound(t, h, r, burst)
 			for range burst {
 				<-acted
 			}
@@ -182,4 +170,16 @@ func TestOutcomeRideShortensWhereNoCommandFollows(t *testing.T) {
 		}
 		h.stop()
 	})
+}
+
+// submitRound submits round r of a closed-loop client: burst commands to
+// the device "valve", each from a goroutine of its own, all at once.
+func submitRound(t *testing.T, h *harness, r, burst int) {
+	for i := range burst {
+		go func() {
+			if _, err := h.d.Submit(t.Context(), newCommand(fmt.Sprintf("r%d-%d", r, i), "valve", time.Hour)); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
 }
