@@ -45,6 +45,14 @@ type campaign struct {
 	// role's lease, as the last read showed it, or -1; clearedAt is the
 	// instant of the first read that showed it (see staggerCleared).
 	clearedOffset, clearedAt int64
+
+	// actAt is the instant of the next evaluation that the last decision
+	// named (Decision.WaitUntil), or 0 when it named none; foreignOpen says
+	// that the last read stopped at another producer's open transaction.
+	// Both set how long the next read waits on an open transaction (see
+	// openWait).
+	actAt       int64
+	foreignOpen bool
 }
 
 // run registers and waits for the turn of the member. It returns the
@@ -64,7 +72,7 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 		// an instant no later than the view: a lease it shows never looks
 		// more expired than it was when the read began.
 		now := clock.NowMillis()
-		records, partial, err := c.read(ctx)
+		records, partial, err := c.read(ctx, c.openWait(now))
 		if errors.Is(err, errReadAgain) {
 			continue
 		}
@@ -88,6 +96,10 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 			// the lease sooner. Nothing else proves the old incarnation gone,
 			// because a paused process can fake any other sign.
 			decision = Decision{Action: ActionWait, WaitUntil: state.Lease.Deadline}
+		}
+		c.actAt = 0
+		if decision.Action == ActionWait {
+			c.actAt = decision.WaitUntil
 		}
 		switch decision.Action {
 		case ActionChallenge:
@@ -133,7 +145,10 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 			if changed {
 				continue
 			}
-			wait := min(c.settings.pollInterval, millisBetween(now, decision.WaitUntil))
+			// The wait runs from the clock's instant after the read, not
+			// from now: a read that waited on an open transaction has spent
+			// part of the way to the next evaluation already.
+			wait := min(c.settings.pollInterval, millisBetween(clock.NowMillis(), decision.WaitUntil))
 			if err := c.wait(ctx, wait); err != nil {
 				return nil, err
 			}
@@ -235,8 +250,9 @@ func (c *campaign) staggerCleared(state RoleState, clearedAt int64, cleared bool
 // yet, and the campaign reads again.
 var errReadAgain = errors.New("coordination: read the partition again")
 
-// read reads the role's partition for a decision, waiting at most a poll
-// interval (a second at least) on an open transaction.
+// read reads the role's partition for a decision, within the read bound (a
+// poll interval, a second at least), waiting at most openWait of it on an
+// open transaction when the transport implements [openWaitReader].
 //
 // A transaction open on the partition hides every record committed after
 // its first offset. When it is another producer's, the records it hides may
@@ -253,10 +269,15 @@ var errReadAgain = errors.New("coordination: read the partition again")
 // registrations appended after the transaction began are hidden too, this
 // member's own among them, so partial reports it and the campaign takes
 // itself for registered at the tail of the roster.
-func (c *campaign) read(ctx context.Context) (records []StateRecord, partial bool, err error) {
-	readCtx, cancel := context.WithTimeout(ctx, max(c.settings.pollInterval, time.Second))
+func (c *campaign) read(ctx context.Context, openWait time.Duration) (records []StateRecord, partial bool, err error) {
+	readCtx, cancel := context.WithTimeout(ctx, c.readBound())
 	defer cancel()
-	records, err = c.transport.ReadPartition(readCtx, c.partition)
+	if r, ok := c.transport.(openWaitReader); ok {
+		records, err = r.readPartitionWaiting(readCtx, c.partition, openWait)
+	} else {
+		records, err = c.transport.ReadPartition(readCtx, c.partition)
+	}
+	c.foreignOpen = false
 	if err == nil || ctx.Err() != nil {
 		return records, false, err
 	}
@@ -270,7 +291,37 @@ func (c *campaign) read(ctx context.Context) (records []StateRecord, partial boo
 	if held, ok, derr := c.transport.DescribeEpoch(ctx, c.role); derr == nil && ok && slices.Contains(open.Producers, held.ProducerID()) {
 		return open.Records, true, nil
 	}
+	c.foreignOpen = true
 	return nil, false, errReadAgain
+}
+
+// readBound is the bound of one read of the campaign.
+func (c *campaign) readBound() time.Duration {
+	return max(c.settings.pollInterval, time.Second)
+}
+
+// openWait returns how long a read that begins at now waits on an open
+// transaction. The transaction of the holder's own producer hides only the
+// holder's unfinished word: a renewal still open at the instant at which the
+// campaign acts does not stop the challenge that the view before it calls
+// for (its InitProducerId aborts the transaction, and outwait waits out a
+// renewal whose commit the view missed). Waiting on it past that instant
+// only delays the challenge, by a whole read bound each read, so the read
+// waits until that instant and no longer. Another producer's transaction
+// may hide a renewal that did commit, and the read after one that stopped
+// there waits the whole bound, as a read with no instant in view does.
+func (c *campaign) openWait(now int64) time.Duration {
+	full := c.readBound()
+	if c.foreignOpen || c.actAt == 0 {
+		return full
+	}
+	return min(full, millisBetween(now, c.actAt))
+}
+
+// openWaitReader is implemented by [KafkaTransport]: a read whose wait on
+// open transactions has a bound that the caller sets for each read.
+type openWaitReader interface {
+	readPartitionWaiting(ctx context.Context, partition TopicPartition, openWait time.Duration) ([]StateRecord, error)
 }
 
 // assumeRegistered adds this member at the tail of a roster read from a
@@ -382,7 +433,7 @@ func (c *campaign) outwait(ctx context.Context, fenced stopwatch) error {
 		if left <= 0 {
 			return nil
 		}
-		readCtx, cancel := context.WithTimeout(ctx, max(c.settings.pollInterval, time.Second))
+		readCtx, cancel := context.WithTimeout(ctx, c.readBound())
 		records, err := c.transport.ReadPartition(readCtx, c.partition)
 		cancel()
 		if ctxErr := ctx.Err(); ctxErr != nil {

@@ -178,12 +178,14 @@ func TestKafkaStandbyPastHoldersOwnOpenTransaction(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		var deadline int64 // of the last lease that the holder committed
 		leaseRecord := func() *kgo.Record {
 			now := time.Now().UnixMilli()
+			deadline = now + testLease(t).Duration().Milliseconds()
 			return &kgo.Record{Topic: topic, Partition: 0,
 				Key: coordination.EncodeKey(coordination.LeaseKey(role)),
 				Value: coordination.EncodeLease(coordination.Lease{Member: member(t, "holder"), Token: token,
-					GrantedAt: now, Deadline: now + testLease(t).Duration().Milliseconds()})}
+					GrantedAt: now, Deadline: deadline})}
 		}
 		if err := holder.BeginTransaction(); err != nil {
 			t.Fatal(err)
@@ -191,6 +193,7 @@ func TestKafkaStandbyPastHoldersOwnOpenTransaction(t *testing.T) {
 		if err := holder.ProduceSync(ctx, leaseRecord()).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
+		committed := deadline
 		if err := holder.EndTransaction(ctx, kgo.TryCommit); err != nil {
 			t.Fatal(err)
 		}
@@ -202,15 +205,25 @@ func TestKafkaStandbyPastHoldersOwnOpenTransaction(t *testing.T) {
 		}
 		hung := time.Now()
 
-		standby, err := coordination.AcquireLeadership(testCtx(t, 30*time.Second), env.transport(t, testLease(t)), role, member(t, "standby"), options...)
+		watch := &epochWatch{KafkaTransport: env.transport(t, testLease(t))}
+		standby, err := coordination.AcquireLeadership(testCtx(t, 30*time.Second), watch, role, member(t, "standby"), options...)
 		if err != nil {
 			t.Fatalf("the standby did not take over from a holder that died mid-renewal: %v", err)
 		}
 		defer func() { _ = standby.Resign(context.Background()) }()
-		took := time.Since(hung)
-		t.Logf("the standby took over %v after the holder's renewal hung, under %s, term %s", took, standby.Token(), standby.Term())
-		if took > 20*time.Second {
-			t.Errorf("the standby waited %v, as if for the holder's transaction to time out", took)
+		watch.mu.Lock()
+		challenged := watch.challenged.Sub(time.UnixMilli(committed))
+		watch.mu.Unlock()
+		t.Logf("the standby challenged %v after the deadline of the holder's last committed lease, took over %v after its renewal hung, under %s, term %s",
+			challenged.Round(time.Millisecond), time.Since(hung).Round(time.Millisecond), standby.Token(), standby.Term())
+		// Every read of the standby stops at the holder's transaction, and
+		// none may wait on it past the deadline: the bound is that of
+		// TestKafkaCrashFailover, a poll interval and a few round trips.
+		if challenged < 0 {
+			t.Fatalf("the standby challenged %v before the deadline", -challenged)
+		}
+		if bound := 200*time.Millisecond + 300*time.Millisecond; challenged > bound {
+			t.Errorf("the standby challenged %v after the deadline, above the bound of %v: a read waited on the dead holder's transaction", challenged, bound)
 		}
 		if err := holder.EndTransaction(ctx, kgo.TryCommit); err == nil {
 			t.Error("the dead holder's renewal committed after the standby took over")

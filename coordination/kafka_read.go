@@ -91,6 +91,14 @@ func (t *KafkaTransport) reader(partition TopicPartition) (*partitionReader, err
 // whole log. It retries a leader move or a lost broker within the bound of
 // the call.
 func (t *KafkaTransport) ReadPartition(ctx context.Context, partition TopicPartition) ([]StateRecord, error) {
+	return t.readPartitionWaiting(ctx, partition, t.readWaitSettings().bound)
+}
+
+// readPartitionWaiting is ReadPartition with a bound of the caller's on the
+// wait for open transactions, which the transport's bound still caps. A bound
+// of zero returns an *[OpenTransactionError] on the first fetch that finds
+// the read blocked. It implements [openWaitReader].
+func (t *KafkaTransport) readPartitionWaiting(ctx context.Context, partition TopicPartition, bound time.Duration) ([]StateRecord, error) {
 	if err := checkPartition(partition); err != nil {
 		return nil, fmt.Errorf("coordination: read partition: %w", err)
 	}
@@ -99,6 +107,7 @@ func (t *KafkaTransport) ReadPartition(ctx context.Context, partition TopicParti
 		return nil, err
 	}
 	rw := t.readWaitSettings()
+	rw.bound = max(min(rw.bound, bound), 0)
 	ctx, cancel := t.bound(ctx)
 	defer cancel()
 	select {

@@ -3,7 +3,9 @@ package coordination
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -313,6 +315,138 @@ func TestCampaignReadsAndWaits(t *testing.T) {
 		}
 		c.stop(t)
 	})
+}
+
+// TestCampaignWaitsFromTheEndOfASlowRead: a read that took part of the way
+// to the holder's deadline (it waited on an open transaction) is followed by
+// a wait for the rest of the way, not for the whole of it again, so the
+// standby challenges at the deadline.
+func TestCampaignWaitsFromTheEndOfASlowRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cluster, holderTransport, clock, l := holder(t, false)
+		defer resign(t, l)
+		holderTransport.down.Store(true) // the lease stays at t0 + 30s
+		clock.Set(t0 + 28_000)
+		synctest.Wait()
+
+		recorder := &recordingClock{ManualClock: clock}
+		standby := cluster.transport()
+		var slow atomic.Bool
+		standby.setFault(func(_ context.Context, op string) (error, bool) {
+			if op == "ReadPartition" && slow.Swap(false) {
+				clock.Advance(700 * time.Millisecond)
+			}
+			return nil, true
+		})
+		c := startContender(standby, l.Role(), mustMember(t, "node-2"), testOptions(recorder)...)
+		synctest.Wait()
+		recorder.takeWaits()
+		slow.Store(true)
+		clock.Advance(time.Second) // the next read begins at 29s and ends at 29.7s
+		synctest.Wait()
+		if waits := recorder.takeWaits(); len(waits) != 1 || waits[0] != 300*time.Millisecond {
+			t.Fatalf("waits %v after the slow read, want one of 300ms until the deadline", waits)
+		}
+		clock.Advance(300 * time.Millisecond)
+		synctest.Wait()
+		r, ok := c.poll()
+		if !ok || r.err != nil {
+			t.Fatalf("standby at the deadline: %t, %v", ok, r.err)
+		}
+		if r.leadership.Lease().GrantedAt != t0+30_000 {
+			t.Fatalf("took the role at %d, want at the deadline", r.leadership.Lease().GrantedAt)
+		}
+		c.stop(t)
+	})
+}
+
+// openWaitTransport records the bound on the wait for open transactions that
+// each read of a campaign asks for.
+type openWaitTransport struct {
+	*memTransport
+	mu    sync.Mutex
+	waits []time.Duration
+}
+
+func (o *openWaitTransport) readPartitionWaiting(ctx context.Context, tp TopicPartition, openWait time.Duration) ([]StateRecord, error) {
+	o.mu.Lock()
+	o.waits = append(o.waits, openWait)
+	o.mu.Unlock()
+	return o.ReadPartition(ctx, tp)
+}
+
+func (o *openWaitTransport) takeWaits() []time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	w := o.waits
+	o.waits = nil
+	return w
+}
+
+// TestCampaignReadWaitsOnOpenTransactionsUntilItActs: a standby's read waits
+// on an open transaction no later than the instant at which the standby
+// acts, so a transaction that the dead holder left open does not delay the
+// challenge at its deadline. A read that stopped at another producer's
+// transaction, which may hide a renewal, is followed by one that waits the
+// whole read bound.
+func TestCampaignReadWaitsOnOpenTransactionsUntilItActs(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		own      bool // the holder's producer holds the transaction open
+		wantWait []time.Duration
+	}{
+		{"holders-own", true, []time.Duration{0}},
+		{"another-producers", false, []time.Duration{0, time.Second}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cluster, holderTransport, clock, l := holder(t, false)
+				defer resign(t, l)
+				holderTransport.down.Store(true) // the lease stays at t0 + 30s
+				clock.Set(t0 + 29_700)
+				synctest.Wait()
+
+				standby := &openWaitTransport{memTransport: cluster.transport()}
+				var open atomic.Bool
+				standby.setFault(func(_ context.Context, op string) (error, bool) {
+					if op != "ReadPartition" || !open.Swap(false) {
+						return nil, true
+					}
+					producer := int64(4242)
+					if tt.own {
+						producer = l.Token().ProducerID()
+					}
+					var view []StateRecord
+					for _, r := range cluster.records(l.Partition()) {
+						view = append(view, r.StateRecord)
+					}
+					return &OpenTransactionError{Partition: l.Partition(), StableOffset: 9, Target: 10,
+						Producers: []int64{producer}, Records: view}, false
+				})
+				c := startContender(standby, l.Role(), mustMember(t, "node-2"), testOptions(clock)...)
+				synctest.Wait()
+				// The first read knows no instant yet and waits the whole
+				// bound; the second waits until the holder's deadline.
+				if waits := standby.takeWaits(); !slices.Equal(waits, []time.Duration{time.Second, 300 * time.Millisecond}) {
+					t.Fatalf("reads waited %v on open transactions, want [1s 300ms]", waits)
+				}
+				open.Store(true)
+				clock.Advance(300 * time.Millisecond)
+				synctest.Wait()
+				if waits := standby.takeWaits(); !slices.Equal(waits, tt.wantWait) {
+					t.Fatalf("reads at the deadline waited %v on open transactions, want %v", waits, tt.wantWait)
+				}
+				r, ok := c.poll()
+				if !ok || r.err != nil {
+					t.Fatalf("standby at the deadline: %t, %v", ok, r.err)
+				}
+				if r.leadership.Lease().GrantedAt != t0+30_000 {
+					t.Fatalf("took the role at %d, want at the deadline", r.leadership.Lease().GrantedAt)
+				}
+				c.stop(t)
+			})
+		})
+	}
 }
 
 // TestCampaignReregisters: a registration that does not show in the roster
