@@ -33,6 +33,12 @@ type member struct {
 	// clearedOffset and clearedAt are the campaign's view of the lease
 	// tombstone that cleared the role's lease (see staggerCleared), or -1.
 	clearedOffset, clearedAt int64
+
+	// actAt and foreignOpen are campaign.actAt and campaign.foreignOpen:
+	// the instant the last decision named, and whether the last read
+	// stopped at another producer's open transaction (see readState).
+	actAt       int64
+	foreignOpen bool
 }
 
 // wall is the member's wall clock, in milliseconds since the Unix epoch.
@@ -107,7 +113,7 @@ func (m *member) resume() {
 // campaign is one AcquireLeadership call: register, then read and evaluate
 // until the member may challenge.
 func (m *member) campaign() {
-	m.clearedOffset = -1
+	m.clearedOffset, m.actAt, m.foreignOpen = -1, 0, false
 	m.register(func(err error) {
 		if err != nil {
 			m.retryCampaign()
@@ -141,14 +147,23 @@ func (m *member) register(done func(error)) {
 
 // readState reads the role's partition read_committed, as campaign.read
 // and the transport's ReadPartition do: the read goes on until it has passed
-// the high watermark taken when it began, for at most a poll interval (a
-// second at least). When an open transaction still holds the last stable
-// offset back, a transaction of another producer makes it read again; one
-// of the role's own producer leaves a partial view to decide on.
+// the high watermark taken when it began, waiting on an open transaction for
+// at most a poll interval (a second at least), and no later than the instant
+// the last decision named unless the last read stopped at another producer's
+// transaction (campaign.openWait). When an open transaction still holds the
+// last stable offset back, a transaction of another producer makes it read
+// again; one of the role's own producer leaves a partial view to decide on.
 //
 // The instant that the decision judges the view at is taken before the
 // read, as campaign.run takes it.
-func (m *member) readState() { m.readStateUntil(m.wall(), -1, m.w.now+max(m.w.cfg.Poll, 1000)) }
+func (m *member) readState() {
+	now := m.wall()
+	wait := max(m.w.cfg.Poll, 1000)
+	if !m.foreignOpen && m.actAt != 0 {
+		wait = min(wait, max(m.actAt-now, 0))
+	}
+	m.readStateUntil(now, -1, m.w.now+wait)
+}
 
 func (m *member) readStateUntil(now, target, giveUp int64) {
 	k := m.w.kafka
@@ -160,6 +175,7 @@ func (m *member) readStateUntil(now, target, giveUp int64) {
 		lso = k.state.lso()
 		return err
 	}, func(err error) {
+		m.foreignOpen = false
 		if err != nil {
 			m.retryCampaign()
 			return
@@ -184,6 +200,7 @@ func (m *member) readStateUntil(now, target, giveUp int64) {
 				m.decide(now, recs, true)
 				return
 			}
+			m.foreignOpen = true
 			m.readState()
 		})
 	})
@@ -216,6 +233,10 @@ func (m *member) decide(now int64, recs []*record, partial bool) {
 		decision = coordination.Decision{Action: coordination.ActionWait, WaitUntil: state.Lease.Deadline}
 	}
 	w.note("%s: %s", m.name, decision.Action)
+	m.actAt = 0
+	if decision.Action == coordination.ActionWait {
+		m.actAt = decision.WaitUntil
+	}
 	switch decision.Action {
 	case coordination.ActionChallenge:
 		m.challenge()
@@ -233,7 +254,8 @@ func (m *member) decide(now int64, recs []*record, partial bool) {
 		}
 		w.scheduleFor(m, w.cfg.Poll-since, m.name+": read the role", m.readState)
 	case coordination.ActionWait:
-		wait := min(w.cfg.Poll, max(decision.WaitUntil-now, 0))
+		// From the wall clock after the read, as campaign.run waits.
+		wait := min(w.cfg.Poll, max(decision.WaitUntil-m.wall(), 0))
 		w.scheduleFor(m, wait, m.name+": read the role", m.readState)
 	}
 }
