@@ -217,12 +217,15 @@ func TestKafkaStandbyPastHoldersOwnOpenTransaction(t *testing.T) {
 		t.Logf("the standby challenged %v after the deadline of the holder's last committed lease, took over %v after its renewal hung, under %s, term %s",
 			challenged.Round(time.Millisecond), time.Since(hung).Round(time.Millisecond), standby.Token(), standby.Term())
 		// Every read of the standby stops at the holder's transaction, and
-		// none may wait on it past the deadline: the bound is that of
-		// TestKafkaCrashFailover, a poll interval and a few round trips.
+		// none may wait on it past a poll interval after the deadline. The
+		// bound is that poll interval and half a second for the read, the
+		// look-ups of the open transaction's producers and of the epoch,
+		// which the suite's parallel tests stretch; a read that waited its
+		// whole bound (a second) each time challenged 1.5 s late or more.
 		if challenged < 0 {
 			t.Fatalf("the standby challenged %v before the deadline", -challenged)
 		}
-		if bound := 200*time.Millisecond + 300*time.Millisecond; challenged > bound {
+		if bound := 200*time.Millisecond + 500*time.Millisecond; challenged > bound {
 			t.Errorf("the standby challenged %v after the deadline, above the bound of %v: a read waited on the dead holder's transaction", challenged, bound)
 		}
 		if err := holder.EndTransaction(ctx, kgo.TryCommit); err == nil {

@@ -384,26 +384,26 @@ func (o *openWaitTransport) takeWaits() []time.Duration {
 }
 
 // TestCampaignReadWaitsOnOpenTransactionsUntilItActs: a standby's read waits
-// on an open transaction no later than the instant at which the standby
-// acts, so a transaction that the dead holder left open does not delay the
-// challenge at its deadline. A read that stopped at another producer's
-// transaction, which may hide a renewal, is followed by one that waits the
-// whole read bound.
+// on an open transaction until one poll interval past the instant at which
+// the standby acts, and no longer, so a transaction that the dead holder
+// left open delays the challenge at its deadline by a poll interval at most.
+// A read that stopped at another producer's transaction, which may hide a
+// renewal, is followed by one that waits the whole read bound.
 func TestCampaignReadWaitsOnOpenTransactionsUntilItActs(t *testing.T) {
 	for _, tt := range []struct {
 		name     string
 		own      bool // the holder's producer holds the transaction open
 		wantWait []time.Duration
 	}{
-		{"holders-own", true, []time.Duration{0}},
-		{"another-producers", false, []time.Duration{0, time.Second}},
+		{"holders-own", true, []time.Duration{200 * time.Millisecond}},
+		{"another-producers", false, []time.Duration{200 * time.Millisecond, time.Second}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				cluster, holderTransport, clock, l := holder(t, false)
 				defer resign(t, l)
 				holderTransport.down.Store(true) // the lease stays at t0 + 30s
-				clock.Set(t0 + 29_700)
+				clock.Set(t0 + 29_800)
 				synctest.Wait()
 
 				standby := &openWaitTransport{memTransport: cluster.transport()}
@@ -423,15 +423,17 @@ func TestCampaignReadWaitsOnOpenTransactionsUntilItActs(t *testing.T) {
 					return &OpenTransactionError{Partition: l.Partition(), StableOffset: 9, Target: 10,
 						Producers: []int64{producer}, Records: view}, false
 				})
-				c := startContender(standby, l.Role(), mustMember(t, "node-2"), testOptions(clock)...)
+				options := append(testOptions(clock), WithPollInterval(200*time.Millisecond))
+				c := startContender(standby, l.Role(), mustMember(t, "node-2"), options...)
 				synctest.Wait()
 				// The first read knows no instant yet and waits the whole
-				// bound; the second waits until the holder's deadline.
-				if waits := standby.takeWaits(); !slices.Equal(waits, []time.Duration{time.Second, 300 * time.Millisecond}) {
-					t.Fatalf("reads waited %v on open transactions, want [1s 300ms]", waits)
+				// bound (a second); the second waits until a poll interval
+				// past the holder's deadline.
+				if waits := standby.takeWaits(); !slices.Equal(waits, []time.Duration{time.Second, 400 * time.Millisecond}) {
+					t.Fatalf("reads waited %v on open transactions, want [1s 400ms]", waits)
 				}
 				open.Store(true)
-				clock.Advance(300 * time.Millisecond)
+				clock.Advance(200 * time.Millisecond)
 				synctest.Wait()
 				if waits := standby.takeWaits(); !slices.Equal(waits, tt.wantWait) {
 					t.Fatalf("reads at the deadline waited %v on open transactions, want %v", waits, tt.wantWait)
