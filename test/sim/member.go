@@ -160,7 +160,7 @@ func (m *member) readState() {
 	now := m.wall()
 	wait := max(m.w.cfg.Poll, 1000)
 	if !m.foreignOpen && m.actAt != 0 {
-		wait = min(wait, max(m.actAt-now, 0))
+		wait = min(wait, max(m.actAt+m.w.cfg.Poll-now, 0))
 	}
 	m.readStateUntil(now, -1, m.w.now+wait)
 }

@@ -84,23 +84,27 @@ func TestSameSeedSameTrace(t *testing.T) {
 }
 
 // TestInjectedBugsAreCaught turns on a known bug of the dispatcher and
-// asserts that the checks catch it within a few hundred seeds.
+// asserts that the checks catch it within a few hundred seeds (a thousand
+// for the rarest race).
 func TestInjectedBugsAreCaught(t *testing.T) {
 	cases := []struct {
-		name  string
-		set   func(*Config)
-		class []string
+		name   string
+		set    func(*Config)
+		class  []string
+		within uint64 // seeds
 	}{
-		{"skip-freshness-check", func(c *Config) { c.bugSkipFreshness = true }, []string{FreshnessOverrun}},
-		{"dispatch-before-commit", func(c *Config) { c.bugDispatchBeforeCommit = true }, []string{DispatchBeforeCommit, "dispatch-not-in-log"}},
-		{"no-outwait", func(c *Config) { c.bugNoOutwait = true }, []string{ZombieDispatch}},
+		{"skip-freshness-check", func(c *Config) { c.bugSkipFreshness = true }, []string{FreshnessOverrun}, 300},
+		{"dispatch-before-commit", func(c *Config) { c.bugDispatchBeforeCommit = true }, []string{DispatchBeforeCommit, "dispatch-not-in-log"}, 300},
+		// The race that the outwait closes needs a standby to decide
+		// while a renewal's markers are late past a poll interval after
+		// the deadline; seed 690 is the first to show it (outwaitSeeds).
+		{"no-outwait", func(c *Config) { c.bugNoOutwait = true }, []string{ZombieDispatch}, 1000},
 	}
-	const within = 300
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(t)
 			tc.set(&cfg)
-			for seed := uint64(1); seed <= within; seed++ {
+			for seed := uint64(1); seed <= tc.within; seed++ {
 				res, err := Run(seed, cfg)
 				if err != nil {
 					t.Fatalf("seed %d: %v", seed, err)
@@ -114,7 +118,7 @@ func TestInjectedBugsAreCaught(t *testing.T) {
 					}
 				}
 			}
-			t.Errorf("no seed of %d caught the bug (want one of %v)", within, tc.class)
+			t.Errorf("no seed of %d caught the bug (want one of %v)", tc.within, tc.class)
 		})
 	}
 }
