@@ -207,7 +207,7 @@ func (r *report) writeE2E(w func(string, ...any)) error {
 	w("the round to the device's return, so it covers group commit (the Issued records committed under the token, acks=all,\n")
 	w("min.insync.replicas 2) and the dispatch. The outcome records commit in the background, in the transactions of\n")
 	w("later rounds. The dispatcher reads its log with `KafkaLogReader`, as the binary does, so it holds each settled command\n")
-	w("as a compact ID and writes a checkpoint every %d records of the role, in a transaction of its own.\n\n", dispatch.DefaultCheckpointInterval)
+	w("as a compact ID and writes a checkpoint every %d records of the role, first in the transaction of the next batch.\n\n", dispatch.DefaultCheckpointInterval)
 	w("The **ceiling** is franz-go with the client options the coordination transport gives a role's producer\n")
 	w("(`ceiling.ProducerOptions`: its retry backoff of 100 ms doubling to 1 s, metadata min age, acks=all, idempotence,\n")
 	w("manual partitioner, the lease as transaction timeout), writing the records the dispatcher writes for a command, its\n")
