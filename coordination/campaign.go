@@ -304,23 +304,22 @@ func (c *campaign) readBound() time.Duration {
 // transaction. The transaction of the holder's own producer hides only the
 // holder's word since it began: a renewal that a dead holder left open,
 // which the challenge's InitProducerId aborts, or one that committed and
-// whose markers are still on their way. The read waits for the second until
+// whose markers are still on their way. The read waits for the markers until
 // one poll interval past the instant at which the campaign acts (the
-// failover's bound allows a poll interval for the read that finds the
-// lease expired), and no longer: waiting the whole read bound at each read
-// pushed the challenge after a dead holder one to two bounds past its
-// deadline, and waiting less challenges holders whose renewal had
-// committed (in 20,000 seeds of the simulator, no wait past the instant left
-// 12,535 commands in doubt, this rule 7,481). Another
-// producer's transaction may hide a renewal of the holder, and the read
-// after one that stopped there waits the whole bound, as a read with no
-// instant in view does.
+// failover's bound allows a poll interval for the read that finds the lease
+// expired), and no longer. Waiting the whole read bound at each read pushed
+// the challenge after a dead holder one to two bounds past its deadline;
+// waiting less challenges holders whose renewal had committed (in 20,000
+// seeds of the simulator, no wait past the instant left 12,535 commands in
+// doubt, this rule 7,481). Another producer's transaction may hide a renewal
+// of the holder, and the read after one that stopped there waits the whole
+// bound, as a read with no instant in view does.
 func (c *campaign) openWait(now int64) time.Duration {
 	full := c.readBound()
 	if c.foreignOpen || c.actAt == 0 {
 		return full
 	}
-	return min(full, millisBetween(now, c.actAt+c.settings.pollInterval.Milliseconds()))
+	return min(full, millisBetween(now, addMillis(c.actAt, c.settings.pollInterval)))
 }
 
 // openWaitReader is implemented by [KafkaTransport]: a read whose wait on

@@ -3,6 +3,7 @@ package coordination
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -448,6 +449,31 @@ func TestCampaignReadWaitsOnOpenTransactionsUntilItActs(t *testing.T) {
 				c.stop(t)
 			})
 		})
+	}
+}
+
+// TestCampaignOpenWaitSaturates: an instant at the end of time, as a lease
+// record with an absurd deadline gives, leaves the read its whole bound; the
+// poll interval added to it does not wrap around to a wait of nothing.
+func TestCampaignOpenWaitSaturates(t *testing.T) {
+	s, err := newSettings([]Option{WithPollInterval(200 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &campaign{settings: s}
+	for _, tt := range []struct {
+		actAt int64
+		want  time.Duration
+	}{
+		{0, time.Second},
+		{t0 + 100, 300 * time.Millisecond},
+		{math.MaxInt64 - 50, time.Second},
+		{math.MaxInt64, time.Second},
+	} {
+		c.actAt = tt.actAt
+		if got := c.openWait(t0); got != tt.want {
+			t.Errorf("openWait with the instant at %d = %v, want %v", tt.actAt, got, tt.want)
+		}
 	}
 }
 
