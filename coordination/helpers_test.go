@@ -165,23 +165,49 @@ func isClosed(ch <-chan struct{}) bool {
 // so a test checks how long the campaign chose to wait.
 type recordingClock struct {
 	*ManualClock
-	mu    sync.Mutex
-	waits []time.Duration
+	waits durationLog
 }
 
 func (c *recordingClock) After(extent time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	c.waits = append(c.waits, extent)
-	c.mu.Unlock()
+	c.waits.add(extent)
 	return c.ManualClock.After(extent)
 }
 
-func (c *recordingClock) takeWaits() []time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	w := c.waits
-	c.waits = nil
-	return w
+func (c *recordingClock) takeWaits() []time.Duration { return c.waits.take() }
+
+// durationLog is a list of durations that goroutines add to and a test
+// takes.
+type durationLog struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (l *durationLog) add(d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.d = append(l.d, d)
+}
+
+// take returns the durations added since the last take.
+func (l *durationLog) take() []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d := l.d
+	l.d = nil
+	return d
+}
+
+// wantLedFrom asserts that the campaign of c won, and that its first lease
+// was granted at the instant at.
+func wantLedFrom(t *testing.T, c *contender, at int64) {
+	t.Helper()
+	r, ok := c.poll()
+	if !ok || r.err != nil {
+		t.Fatalf("standby at %d: %t, %v", at, ok, r.err)
+	}
+	if got := r.leadership.Lease().GrantedAt; got != at {
+		t.Fatalf("took the role at %d, want at %d", got, at)
+	}
 }
 
 // txnModes runs a test under both token behaviours of Kafka: the epoch stays

@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -307,13 +306,7 @@ func TestCampaignReadsAndWaits(t *testing.T) {
 		}
 		clock.Advance(300 * time.Millisecond)
 		synctest.Wait()
-		r, ok := c.poll()
-		if !ok || r.err != nil {
-			t.Fatalf("standby at the deadline: %t, %v", ok, r.err)
-		}
-		if r.leadership.Lease().GrantedAt != t0+30_000 {
-			t.Fatalf("took the role at %d", r.leadership.Lease().GrantedAt)
-		}
+		wantLedFrom(t, c, t0+30_000)
 		c.stop(t)
 	})
 }
@@ -350,13 +343,7 @@ func TestCampaignWaitsFromTheEndOfASlowRead(t *testing.T) {
 		}
 		clock.Advance(300 * time.Millisecond)
 		synctest.Wait()
-		r, ok := c.poll()
-		if !ok || r.err != nil {
-			t.Fatalf("standby at the deadline: %t, %v", ok, r.err)
-		}
-		if r.leadership.Lease().GrantedAt != t0+30_000 {
-			t.Fatalf("took the role at %d, want at the deadline", r.leadership.Lease().GrantedAt)
-		}
+		wantLedFrom(t, c, t0+30_000)
 		c.stop(t)
 	})
 }
@@ -365,23 +352,12 @@ func TestCampaignWaitsFromTheEndOfASlowRead(t *testing.T) {
 // each read of a campaign asks for.
 type openWaitTransport struct {
 	*memTransport
-	mu    sync.Mutex
-	waits []time.Duration
+	waits durationLog
 }
 
 func (o *openWaitTransport) readPartitionWaiting(ctx context.Context, tp TopicPartition, openWait time.Duration) ([]StateRecord, error) {
-	o.mu.Lock()
-	o.waits = append(o.waits, openWait)
-	o.mu.Unlock()
+	o.waits.add(openWait)
 	return o.ReadPartition(ctx, tp)
-}
-
-func (o *openWaitTransport) takeWaits() []time.Duration {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	w := o.waits
-	o.waits = nil
-	return w
 }
 
 // TestCampaignReadWaitsOnOpenTransactionsUntilItActs: a standby's read waits
@@ -430,22 +406,16 @@ func TestCampaignReadWaitsOnOpenTransactionsUntilItActs(t *testing.T) {
 				// The first read knows no instant yet and waits the whole
 				// bound (a second); the second waits until a poll interval
 				// past the holder's deadline.
-				if waits := standby.takeWaits(); !slices.Equal(waits, []time.Duration{time.Second, 400 * time.Millisecond}) {
+				if waits := standby.waits.take(); !slices.Equal(waits, []time.Duration{time.Second, 400 * time.Millisecond}) {
 					t.Fatalf("reads waited %v on open transactions, want [1s 400ms]", waits)
 				}
 				open.Store(true)
 				clock.Advance(200 * time.Millisecond)
 				synctest.Wait()
-				if waits := standby.takeWaits(); !slices.Equal(waits, tt.wantWait) {
+				if waits := standby.waits.take(); !slices.Equal(waits, tt.wantWait) {
 					t.Fatalf("reads at the deadline waited %v on open transactions, want %v", waits, tt.wantWait)
 				}
-				r, ok := c.poll()
-				if !ok || r.err != nil {
-					t.Fatalf("standby at the deadline: %t, %v", ok, r.err)
-				}
-				if r.leadership.Lease().GrantedAt != t0+30_000 {
-					t.Fatalf("took the role at %d, want at the deadline", r.leadership.Lease().GrantedAt)
-				}
+				wantLedFrom(t, c, t0+30_000)
 				c.stop(t)
 			})
 		})
