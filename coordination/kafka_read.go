@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -91,7 +92,7 @@ func (t *KafkaTransport) reader(partition TopicPartition) (*partitionReader, err
 // whole log. It retries a leader move or a lost broker within the bound of
 // the call.
 func (t *KafkaTransport) ReadPartition(ctx context.Context, partition TopicPartition) ([]StateRecord, error) {
-	return t.readPartitionWaiting(ctx, partition, t.readWaitSettings().bound)
+	return t.readPartitionWaiting(ctx, partition, math.MaxInt64) // the transport's bound alone
 }
 
 // readPartitionWaiting is ReadPartition with a bound of the caller's on the

@@ -148,9 +148,9 @@ func (m *member) register(done func(error)) {
 // readState reads the role's partition read_committed, as campaign.read
 // and the transport's ReadPartition do: the read goes on until it has passed
 // the high watermark taken when it began, waiting on an open transaction for
-// at most a poll interval (a second at least), and no later than the instant
-// the last decision named unless the last read stopped at another producer's
-// transaction (campaign.openWait). When an open transaction still holds the
+// at most a poll interval (a second at least), and no later than a poll
+// interval past the instant the last decision named unless the last read
+// stopped at another producer's transaction (campaign.openWait). When an open transaction still holds the
 // last stable offset back, a transaction of another producer makes it read
 // again; one of the role's own producer leaves a partial view to decide on.
 //
