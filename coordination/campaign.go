@@ -21,6 +21,9 @@ type campaign struct {
 	key       []byte // the registration key of the member
 
 	waiter PartitionWaiter // nil when the transport cannot long-poll
+	// reader is nil when the transport bounds its reads' wait on open
+	// transactions alone.
+	reader OpenWaitReader
 
 	// preparer is nil when the transport cannot prepare an epoch. preparing
 	// is closed when the preparation in flight ends, nil when none runs;
@@ -252,7 +255,7 @@ var errReadAgain = errors.New("coordination: read the partition again")
 
 // read reads the role's partition for a decision, within the read bound (a
 // poll interval, a second at least), waiting at most openWait of it on an
-// open transaction when the transport implements [openWaitReader].
+// open transaction when the transport implements [OpenWaitReader].
 //
 // A transaction open on the partition hides every record committed after
 // its first offset. When it is another producer's, the records it hides may
@@ -272,8 +275,8 @@ var errReadAgain = errors.New("coordination: read the partition again")
 func (c *campaign) read(ctx context.Context, openWait time.Duration) (records []StateRecord, partial bool, err error) {
 	readCtx, cancel := context.WithTimeout(ctx, c.readBound())
 	defer cancel()
-	if r, ok := c.transport.(openWaitReader); ok {
-		records, err = r.readPartitionWaiting(readCtx, c.partition, openWait)
+	if c.reader != nil {
+		records, err = c.reader.ReadPartitionWaiting(readCtx, c.partition, openWait)
 	} else {
 		records, err = c.transport.ReadPartition(readCtx, c.partition)
 	}
@@ -320,12 +323,6 @@ func (c *campaign) openWait(now int64) time.Duration {
 		return full
 	}
 	return min(full, millisBetween(now, addMillis(c.actAt, c.settings.pollInterval)))
-}
-
-// openWaitReader is implemented by [KafkaTransport]: a read whose wait on
-// open transactions has a bound that the caller sets for each read.
-type openWaitReader interface {
-	readPartitionWaiting(ctx context.Context, partition TopicPartition, openWait time.Duration) ([]StateRecord, error)
 }
 
 // assumeRegistered adds this member at the tail of a roster read from a

@@ -92,14 +92,15 @@ func (t *KafkaTransport) reader(partition TopicPartition) (*partitionReader, err
 // whole log. It retries a leader move or a lost broker within the bound of
 // the call.
 func (t *KafkaTransport) ReadPartition(ctx context.Context, partition TopicPartition) ([]StateRecord, error) {
-	return t.readPartitionWaiting(ctx, partition, math.MaxInt64) // the transport's bound alone
+	return t.ReadPartitionWaiting(ctx, partition, math.MaxInt64) // the transport's bound alone
 }
 
-// readPartitionWaiting is ReadPartition with a bound of the caller's on the
-// wait for open transactions, which the transport's bound still caps. A bound
-// of zero returns an *[OpenTransactionError] on the first fetch that finds
-// the read blocked. It implements [openWaitReader].
-func (t *KafkaTransport) readPartitionWaiting(ctx context.Context, partition TopicPartition, bound time.Duration) ([]StateRecord, error) {
+// ReadPartitionWaiting is [KafkaTransport.ReadPartition] with a bound of the
+// caller's on the wait for open transactions, which the bound set by
+// [KafkaTransport.SetReadWait] still caps. A bound of zero returns an
+// *[OpenTransactionError] on the first fetch that finds the read blocked. It
+// implements [OpenWaitReader].
+func (t *KafkaTransport) ReadPartitionWaiting(ctx context.Context, partition TopicPartition, bound time.Duration) ([]StateRecord, error) {
 	if err := checkPartition(partition); err != nil {
 		return nil, fmt.Errorf("coordination: read partition: %w", err)
 	}

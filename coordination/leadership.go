@@ -142,6 +142,7 @@ func AcquireLeadership(ctx context.Context, transport Transport, role Role, memb
 	}
 	c.waiter, _ = transport.(PartitionWaiter)
 	c.preparer, _ = transport.(EpochPreparer)
+	c.reader, _ = transport.(OpenWaitReader)
 	l, err := c.run(ctx)
 	if err != nil {
 		c.withdraw(ctx)

@@ -355,7 +355,7 @@ type openWaitTransport struct {
 	waits durationLog
 }
 
-func (o *openWaitTransport) readPartitionWaiting(ctx context.Context, tp TopicPartition, openWait time.Duration) ([]StateRecord, error) {
+func (o *openWaitTransport) ReadPartitionWaiting(ctx context.Context, tp TopicPartition, openWait time.Duration) ([]StateRecord, error) {
 	o.waits.add(openWait)
 	return o.ReadPartition(ctx, tp)
 }

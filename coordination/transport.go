@@ -1,6 +1,9 @@
 package coordination
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Coordinator mints and reports the leadership epoch of a role. An adapter
 // implements it over the transaction coordinator of a cluster.
@@ -100,6 +103,30 @@ type EpochPreparer interface {
 	PrepareEpoch(ctx context.Context, role Role) error
 }
 
+// OpenWaitReader is an optional interface of a [Transport]: a read of the
+// state topic whose wait on open transactions has a bound that the caller
+// sets for each read.
+//
+// A transaction that the holder of a role began and did not end (a renewal
+// of a holder that died in its middle) holds the partition's last stable
+// offset until the transaction coordinator times it out, one lease duration
+// later. A read that waited on it for its whole bound at the lease's deadline
+// would put off the failover by that bound. [AcquireLeadership] therefore
+// tells the read how long to wait on an open transaction: until one poll
+// interval past the instant at which it acts, and no longer. A Transport
+// without it reads with [StateReader.ReadPartition], whose wait the
+// implementation bounds alone. [KafkaTransport] implements it; a wrapper of
+// a transport (for metrics or tracing) must pass it through, as it passes
+// [PartitionWaiter] and [EpochPreparer], or its standbys fail over later.
+type OpenWaitReader interface {
+	// ReadPartitionWaiting is [StateReader.ReadPartition] with a bound on
+	// the time the read waits on open transactions, which the transport's
+	// own bound still caps. Past it, the read returns an error that wraps an
+	// *[OpenTransactionError]. A bound of zero returns that error on the
+	// first fetch that finds the read blocked.
+	ReadPartitionWaiting(ctx context.Context, partition TopicPartition, openWait time.Duration) ([]StateRecord, error)
+}
+
 // Transport is every cluster operation that this package performs, and it is
 // nothing else. One adapter type satisfies all four interfaces.
 //
@@ -115,7 +142,9 @@ type EpochPreparer interface {
 // its lease records through it, so the token it shows follows an epoch that
 // the coordinator bumps on every commit, and [Leadership.Write] works. A
 // Transport that implements [PartitionWaiter] lets a standby see a change of
-// its role without a poll interval of delay.
+// its role without a poll interval of delay, and one that implements
+// [OpenWaitReader] lets it challenge a holder that died inside a transaction
+// without waiting out the read's whole bound.
 type Transport interface {
 	Coordinator
 	StateReader

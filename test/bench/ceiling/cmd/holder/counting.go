@@ -17,14 +17,18 @@ import (
 // its transport, so a measurement can tell lease writes from reads. It
 // passes the optional interfaces of the transport through, because
 // coordination asserts them on the transport it is given: a wrapper that hid
-// PartitionWaiter would make every standby poll instead of long-poll, and
-// one that hid EpochPreparer would make the first standby connect its
-// producer after the resignation: the handover would measure the wrapper.
+// PartitionWaiter would make every standby poll instead of long-poll, one
+// that hid EpochPreparer would make the first standby connect its producer
+// after the resignation, and one that hid OpenWaitReader would make a
+// standby wait a whole read bound on the transaction of a leader killed in
+// the middle of a renewal: the failover and the handover would measure the
+// wrapper.
 type countingTransport struct {
 	inner   coordination.Transport
-	guarded coordination.GuardedWriter   // nil when inner writes no guarded transactions
-	waiter  coordination.PartitionWaiter // nil when inner cannot long-poll
+	guarded coordination.GuardedWriter
+	waiter  coordination.PartitionWaiter
 	prep    coordination.EpochPreparer
+	reader  coordination.OpenWaitReader
 
 	mu     sync.Mutex
 	counts map[string]int64
@@ -34,18 +38,20 @@ var (
 	_ coordination.GuardedWriter   = (*countingTransport)(nil)
 	_ coordination.PartitionWaiter = (*countingTransport)(nil)
 	_ coordination.EpochPreparer   = (*countingTransport)(nil)
+	_ coordination.OpenWaitReader  = (*countingTransport)(nil)
 )
 
 // newCountingTransport wraps a transport that implements GuardedWriter,
-// PartitionWaiter and EpochPreparer, as KafkaTransport does.
+// PartitionWaiter, EpochPreparer and OpenWaitReader, as KafkaTransport does.
 func newCountingTransport(inner coordination.Transport) (*countingTransport, error) {
 	g, ok1 := inner.(coordination.GuardedWriter)
 	w, ok2 := inner.(coordination.PartitionWaiter)
 	p, ok3 := inner.(coordination.EpochPreparer)
-	if !ok1 || !ok2 || !ok3 {
-		return nil, fmt.Errorf("holder: transport %T lacks GuardedWriter, PartitionWaiter or EpochPreparer", inner)
+	r, ok4 := inner.(coordination.OpenWaitReader)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return nil, fmt.Errorf("holder: transport %T lacks GuardedWriter, PartitionWaiter, EpochPreparer or OpenWaitReader", inner)
 	}
-	return &countingTransport{inner: inner, guarded: g, waiter: w, prep: p, counts: map[string]int64{}}, nil
+	return &countingTransport{inner: inner, guarded: g, waiter: w, prep: p, reader: r, counts: map[string]int64{}}, nil
 }
 
 func (c *countingTransport) PrepareEpoch(ctx context.Context, role coordination.Role) error {
@@ -83,6 +89,11 @@ func (c *countingTransport) DescribeEpoch(ctx context.Context, role coordination
 func (c *countingTransport) ReadPartition(ctx context.Context, partition coordination.TopicPartition) ([]coordination.StateRecord, error) {
 	c.add("ReadPartition")
 	return c.inner.ReadPartition(ctx, partition)
+}
+
+func (c *countingTransport) ReadPartitionWaiting(ctx context.Context, partition coordination.TopicPartition, openWait time.Duration) ([]coordination.StateRecord, error) {
+	c.add("ReadPartition")
+	return c.reader.ReadPartitionWaiting(ctx, partition, openWait)
 }
 
 func (c *countingTransport) Append(ctx context.Context, partition coordination.TopicPartition, key, value []byte) error {
