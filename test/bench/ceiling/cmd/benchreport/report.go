@@ -612,13 +612,31 @@ func (r *report) writeLatency(w func(string, ...any)) {
 		ceiling.Ratio(float64(l.topic.ToOutcome.P99), float64(l.rawLoop.P99)))
 	w("requests topic, which adds the request's produce and read.\n\n")
 	for _, x := range []struct {
-		name string
-		res  ceiling.LatencyResult
-	}{{"the HTTP API", l.http}, {"the requests topic", l.topic}} {
-		if ratio := ceiling.Ratio(float64(x.res.ToOutcome.P99), float64(l.raw.P99)); ratio > targetOutcomeP99 {
-			w("**Target missed** through %s: outcome committed p99 is %.2f times the raw commit p99 (target %.0f); the same\n", x.name, ratio, targetOutcomeP99)
-			w("clients on the greedy raw producer reach %.2f times.\n\n", ceiling.Ratio(float64(l.rawLoop.P99), float64(l.raw.P99)))
+		name    string
+		res     ceiling.LatencyResult
+		produce bool // the path produces the request, acks=all, before the commits
+	}{{"the HTTP API", l.http, false}, {"the requests topic", l.topic, true}} {
+		ratio := ceiling.Ratio(float64(x.res.ToOutcome.P99), float64(l.raw.P99))
+		if ratio <= targetOutcomeP99 {
+			continue
 		}
+		w("**Target missed** through %s: outcome committed p99 is %.2f times the raw commit p99 (target %.0f), %.2f over; the same\n", x.name, ratio, targetOutcomeP99, ratio-targetOutcomeP99)
+		w("clients on the greedy raw producer reach %.2f times.", ceiling.Ratio(float64(l.rawLoop.P99), float64(l.raw.P99)))
+		if x.produce {
+			// The target counts two commits; this path makes a third
+			// replicated write first, which the API's answer does not.
+			sum := 2*l.raw.P99 + x.res.ToAccepted.P99
+			w(" The path makes a third replicated write before the two commits that the target counts: the request's\n")
+			w("produce, whose p99 (its \"accepted\") is %s ms. Its outcome p99 is %s ms over the HTTP API's, and two raw commit\n",
+				ceiling.Millis(x.res.ToAccepted.P99), ceiling.Millis(x.res.ToOutcome.P99-l.http.ToOutcome.P99))
+			within := "within"
+			if x.res.ToOutcome.P99 > sum {
+				within = "over"
+			}
+			w("p99s and the produce's p99 add to %s ms, %.2f times the raw commit p99, which the path's p99 is %s.",
+				ceiling.Millis(sum), ceiling.Ratio(float64(sum), float64(l.raw.P99)), within)
+		}
+		w("\n\n")
 	}
 }
 
