@@ -4,6 +4,7 @@ package coordination_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -96,6 +97,7 @@ func TestKafkaStandbyPastOpenTransaction(t *testing.T) {
 		if err := holder.Renew(ctx); err != nil {
 			t.Fatalf("the holder's renewal after three leases: %v", err)
 		}
+		wantBoundedRead(t, ctx, bystander, partition, opened)
 
 		ended = true
 		if err := other.EndTransaction(ctx, kgo.TryAbort); err != nil {
@@ -137,6 +139,33 @@ func TestKafkaStandbyPastOpenTransaction(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = r.l.Resign(context.Background()) })
 	})
+}
+
+// wantBoundedRead checks ReadPartitionWaiting against another producer's
+// transaction open at offset opened: a bound of zero gives up at the first
+// fetch that finds the read blocked, a bound of 300ms after that long, and
+// each returns an *OpenTransactionError whose records stop before opened.
+func wantBoundedRead(t *testing.T, ctx context.Context, reader *coordination.KafkaTransport, partition coordination.TopicPartition, opened int64) {
+	t.Helper()
+	for _, bound := range []time.Duration{0, 300 * time.Millisecond} {
+		began := time.Now()
+		_, err := reader.ReadPartitionWaiting(ctx, partition, bound)
+		took := time.Since(began)
+		var open *coordination.OpenTransactionError
+		if !errors.As(err, &open) {
+			t.Fatalf("ReadPartitionWaiting with a bound of %v past an open transaction: %v, want an *OpenTransactionError", bound, err)
+		}
+		if open.StableOffset != opened || open.Waited < bound || took > bound+2*time.Second {
+			t.Errorf("ReadPartitionWaiting with a bound of %v stopped at %d after waiting %v (%v in all), want at %d after %v and little more",
+				bound, open.StableOffset, open.Waited, took, opened, bound)
+		}
+		t.Logf("ReadPartitionWaiting with a bound of %v stopped at offset %d after waiting %v, %v in all", bound, open.StableOffset, open.Waited, took)
+		for _, r := range open.Records {
+			if r.Offset >= opened {
+				t.Errorf("the view before the open transaction holds offset %d, at or past %d", r.Offset, opened)
+			}
+		}
+	}
 }
 
 // standbyEnded fails the test for a standby's campaign that ended while the
