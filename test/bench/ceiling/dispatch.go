@@ -2,6 +2,7 @@ package ceiling
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime"
@@ -151,16 +152,30 @@ type WriteStats struct {
 	// write slot, produce, commit).
 	Writes, Records int64
 	InWrite         time.Duration
+
+	// Bytes are the keys, values and headers of the records, and
+	// CheckpointBytes those of the records that carry parts of a
+	// checkpoint.
+	Bytes, CheckpointBytes int64
 }
 
 // Sub returns the difference of two snapshots.
 func (s WriteStats) Sub(o WriteStats) WriteStats {
-	return WriteStats{Writes: s.Writes - o.Writes, Records: s.Records - o.Records, InWrite: s.InWrite - o.InWrite}
+	return WriteStats{Writes: s.Writes - o.Writes, Records: s.Records - o.Records, InWrite: s.InWrite - o.InWrite,
+		Bytes: s.Bytes - o.Bytes, CheckpointBytes: s.CheckpointBytes - o.CheckpointBytes}
+}
+
+// Add returns the sum of two snapshots' differences.
+func (s WriteStats) Add(o WriteStats) WriteStats {
+	return WriteStats{Writes: s.Writes + o.Writes, Records: s.Records + o.Records, InWrite: s.InWrite + o.InWrite,
+		Bytes: s.Bytes + o.Bytes, CheckpointBytes: s.CheckpointBytes + o.CheckpointBytes}
 }
 
 // WriteStats returns a snapshot of the dispatcher's guarded transactions.
 func (d *Dispatcher) WriteStats() WriteStats {
-	return WriteStats{Writes: d.leader.writes.Load(), Records: d.leader.records.Load(), InWrite: time.Duration(d.leader.inWrite.Load())}
+	l := d.leader
+	return WriteStats{Writes: l.writes.Load(), Records: l.records.Load(), InWrite: time.Duration(l.inWrite.Load()),
+		Bytes: l.bytes.Load(), CheckpointBytes: l.checkpointBytes.Load()}
 }
 
 // TxnMix counts the dispatcher's committed transactions by what they
@@ -213,6 +228,7 @@ func (m *TxnMix) note(records []dispatch.CommittedRecord) {
 type countingLeader struct {
 	*coordination.Leadership
 	writes, records, inWrite atomic.Int64
+	bytes, checkpointBytes   atomic.Int64
 }
 
 // Write implements dispatch.Leader.
@@ -222,10 +238,40 @@ func (c *countingLeader) Write(ctx context.Context, build func(coordination.Fenc
 	token, err := c.Leadership.Write(ctx, func(t coordination.FencingToken) ([]coordination.GuardedRecord, error) {
 		recs, err := build(t)
 		c.records.Add(int64(len(recs)))
+		var all, checkpoints int64
+		for _, r := range recs {
+			n := RecordBytes(r.Key, r.Value, r.Headers)
+			all += n
+			if isCheckpointKey(r.Key) {
+				checkpoints += n
+			}
+		}
+		c.bytes.Add(all)
+		c.checkpointBytes.Add(checkpoints)
 		return recs, err
 	})
 	c.inWrite.Add(int64(time.Since(start)))
 	return token, err
+}
+
+// RecordBytes returns the bytes of a record's key, value and headers: what
+// the dispatcher and the ceiling put in a transaction, before the batch's
+// framing.
+func RecordBytes(key, value []byte, headers []coordination.Header) int64 {
+	n := len(key) + len(value)
+	for _, h := range headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return int64(n)
+}
+
+// isCheckpointKey reports whether a key of the command log is a checkpoint
+// part's. The key begins with its layout version and the entry's kind, two
+// big-endian int16s, as dispatch.EncodeEntry writes it, which is all this reads:
+// decoding each record would put the bench's own work into the measured
+// side.
+func isCheckpointKey(key []byte) bool {
+	return len(key) >= 4 && dispatch.EntryKind(binary.BigEndian.Uint16(key[2:4])) == dispatch.EntryCheckpoint
 }
 
 // Close halts the dispatcher, resigns the role and closes the transport.

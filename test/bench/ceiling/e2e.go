@@ -105,6 +105,21 @@ type E2EResult struct {
 	CeilingRetries, CeilingTxns []int64
 	// DispatchTime is the dispatcher side's time over the repetitions.
 	DispatchTime time.Duration
+
+	// CeilingBytesPerCommand is the bytes of one command's records that
+	// the ceiling writes: its Issued and its Outcome record, keys, values
+	// and headers.
+	CeilingBytesPerCommand int64
+}
+
+// BytesPerRound returns the bytes the dispatcher's transactions carried per
+// round of Batch commands, and those of them that were parts of a
+// checkpoint.
+func (r E2EResult) BytesPerRound() (all, checkpoints float64) {
+	if r.Rounds == 0 {
+		return 0, 0
+	}
+	return float64(r.Writes.Bytes) / float64(r.Rounds), float64(r.Writes.CheckpointBytes) / float64(r.Rounds)
 }
 
 // MeanWrite returns the mean time of one dispatcher transaction.
@@ -159,6 +174,7 @@ func RunE2E(ctx context.Context, cfg E2E) (E2EResult, error) {
 	if err != nil {
 		return res, err
 	}
+	res.CeilingBytesPerCommand = commands[0].Bytes()
 	pprof.Do(ctx, pprof.Labels("side", "ceiling"), func(ctx context.Context) {
 		raw, err = NewRawProducer(ctx, cfg.Brokers, cfg.RawTopic, cfg.RawTopic, BenchLease, commands)
 	})
@@ -209,7 +225,7 @@ func RunE2E(ctx context.Context, cfg E2E) (E2EResult, error) {
 				drives = append(drives, float64(slices.Max(round)-slices.Min(round)))
 			}
 			res.DispatchRetries += d.Retries.Count() - retries
-			res.Writes = WriteStats{Writes: res.Writes.Writes + delta.Writes, Records: res.Writes.Records + delta.Records, InWrite: res.Writes.InWrite + delta.InWrite}
+			res.Writes = res.Writes.Add(delta)
 			res.DispatchTime += elapsed
 			if err != nil {
 				return fmt.Errorf("dispatcher, repetition %d: %w", rep+1, err)

@@ -85,6 +85,19 @@ func EncodeCommands(role string, n int) ([]CommandRecords, error) {
 	return out, nil
 }
 
+// Bytes returns the bytes of the command's two records: keys, values and
+// headers, as RecordBytes counts them.
+func (c CommandRecords) Bytes() int64 {
+	var n int64
+	for j := range c.Key {
+		n += int64(len(c.Key[j]) + len(c.Value[j]))
+		for _, h := range c.Headers {
+			n += int64(len(h.Key) + len(h.Value))
+		}
+	}
+	return n
+}
+
 // RawProducer is the ceiling of the dispatcher's group commit: a
 // transactional franz-go producer with the transport's options, writing
 // pre-encoded command records to one partition, a batch of commands per

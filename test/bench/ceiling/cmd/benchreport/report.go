@@ -282,7 +282,14 @@ func (r *report) writeE2E(w func(string, ...any)) error {
 			w("A round took %s ms, %s ms of it in the dispatcher's transactions (%s ms each on average, against the ceiling's\n", ceiling.Millis(round), ceiling.Millis(inTxn), ceiling.Millis(p.MeanWrite()))
 			w("round of %s ms with its pause) and %s ms outside them: the submit, the effects of the commit and the device's acts\n",
 				ceiling.Millis(roundAt(p.CeilingRate)), ceiling.Millis(round-inTxn))
-			w("(%s ms from the first to the last), none of which overlaps a transaction of its round.\n", ceiling.Millis(p.Drive))
+			w("(%s ms from the first to the last), none of which overlaps a transaction of its round.", ceiling.Millis(p.Drive))
+			if all, cps := p.BytesPerRound(); all > 0 {
+				// A transaction's time grows with its bytes: name what the
+				// dispatcher's carried beyond the ceiling's records.
+				w(" Its transactions carried %.0f KB a round, %.0f KB of it the parts of checkpoints, where the\n", all/1024, cps/1024)
+				w("ceiling's carry %.0f KB for the same commands.", float64(p.CeilingBytesPerCommand)*float64(p.Batch)/1024)
+			}
+			w("\n")
 		}
 	}
 	w("\n")
