@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -584,13 +583,14 @@ func TestRecoveryFromDeltaEqualsFullLog(t *testing.T) {
 	}
 }
 
-// TestFullCheckpointDue checks when a checkpoint writes the window whole:
-// when no base is known; when the window holds at most smallWindow
-// intervals of IDs; when a delta would hold more than a quarter of the
-// window (so a takeover's first checkpoint only when its predecessor's base
-// is far behind); and when the deltas on the base would then have held more
-// IDs than the window.
+// TestFullCheckpointDue checks when a checkpoint writes the window whole: a
+// window of at most checkpointDivisor intervals always; a larger one when no
+// base is known, once a record for each checkpointDivisor of its IDs passed
+// since the base, and, for a
+// leadership's first checkpoint, when a delta would hold more than a quarter
+// of the window.
 func TestFullCheckpointDue(t *testing.T) {
+	const interval = 10
 	window := func(n int) *idWindow {
 		w := newIDWindow()
 		for i := range n {
@@ -603,83 +603,22 @@ func TestFullCheckpointDue(t *testing.T) {
 		name      string
 		ids       int
 		base      *CheckpointBase
-		deltas    int
+		seq       int64
+		since     int
 		added     int
 		wantWhole bool
 	}{
-		{"no base", 1600, nil, 0, 0, true},
-		{"a delta", 1600, base, 0, 40, false},
-		{"a delta of a quarter", 1600, base, 0, 400, false},
-		{"a delta above a quarter", 1600, base, 0, 401, true},
-		{"a small window", smallWindow * 10, base, 0, 1, true},
-		{"past a small window", smallWindow*10 + 1, base, 0, 1, false},
-		{"deltas as large as the window", 1600, base, 1200, 400, false},
-		{"deltas larger than the window", 1600, base, 1201, 400, true},
-		{"many small deltas", 1600, base, 1599, 1, false},
+		{"a small window", checkpointDivisor * interval, base, 1, 0, 0, true},
+		{"no base", 1600, nil, 1, 0, 0, true},
+		{"a delta", 1600, base, 1, 1600/checkpointDivisor - 1, 40, false},
+		{"the full one is due", 1600, base, 1, 1600 / checkpointDivisor, 40, true},
+		{"a first delta of a quarter", 1600, base, 0, 1000, 400, false},
+		{"a first delta above a quarter", 1600, base, 0, 0, 401, true},
 	} {
-		d := &Dispatcher{cfg: &config{checkpointInterval: 10}, ids: window(c.ids), cpBase: c.base,
-			cpDeltaIDs: c.deltas, cpAdded: make([]addedID, c.added)}
+		d := &Dispatcher{cfg: &config{checkpointInterval: interval}, ids: window(c.ids), cpBase: c.base,
+			cpSeq: c.seq, cpFullSince: c.since, cpAdded: make([]addedID, c.added)}
 		if got := d.fullCheckpointDueLocked(); got != c.wantWhole {
 			t.Errorf("%s: whole %t, want %t", c.name, got, c.wantWhole)
-		}
-	}
-}
-
-// TestCheckpointCycle follows the schedule over a long run of a large
-// window, each record adding an ID, with an interval that is small beside
-// the window (the deltas' total ends a cycle) and one that is large (the
-// quarter does): no delta holds more than a quarter of the window, a cycle
-// writes at most twice the window's IDs and lasts about
-// sqrt(2*window*interval) records, and the IDs written a record stay within
-// the sqrt(2*window/interval) that the schedule is built for, well under
-// the window/interval of a window written whole at every checkpoint.
-func TestCheckpointCycle(t *testing.T) {
-	const (
-		ids     = 40_000
-		records = 400_000
-	)
-	w := newIDWindow()
-	for i := range ids {
-		w.add(CheckpointID{Hash: uint64(i + 1), First: int64(i), Outcome: int64(i), SubmittedAt: at})
-	}
-	for _, interval := range []int{100, 2_000} {
-		d := &Dispatcher{cfg: &config{checkpointInterval: interval}, ids: w,
-			cpBase: &CheckpointBase{Token: mustToken(t, 1, 0), First: 1, Last: 1}}
-		written, biggest, cycle := 0, 0, 0
-		var cycles []int
-		for range records / interval {
-			d.cpAdded = append(d.cpAdded, make([]addedID, interval)...)
-			cycle += interval
-			if d.fullCheckpointDueLocked() {
-				written += ids
-				d.cpAdded, d.cpDeltaIDs = d.cpAdded[:0], 0
-				cycles = append(cycles, cycle)
-				cycle = 0
-				continue
-			}
-			biggest = max(biggest, len(d.cpAdded))
-			written += len(d.cpAdded)
-			d.cpDeltaIDs += len(d.cpAdded)
-		}
-		optimal := math.Sqrt(2 * ids * float64(interval))
-		for _, c := range cycles {
-			if float64(c) < optimal/2 || float64(c) > optimal+float64(interval) {
-				t.Errorf("interval %d: cycles of %v records; want about %.0f", interval, cycles, optimal)
-				break
-			}
-		}
-		if biggest > ids/4 {
-			t.Errorf("interval %d: a delta of %d IDs; want at most a quarter of %d", interval, biggest, ids)
-		}
-		if perCycle := float64(written) / float64(len(cycles)); perCycle > 2*ids {
-			t.Errorf("interval %d: %.0f checkpoint IDs a cycle; want at most twice the window's %d", interval, perCycle, ids)
-		}
-		perRecord := float64(written) / records
-		if bound := math.Sqrt(2 * ids / float64(interval)); perRecord > bound {
-			t.Errorf("interval %d: %.1f checkpoint IDs a record; want at most %.1f", interval, perRecord, bound)
-		}
-		if whole := float64(ids) / float64(interval); perRecord > whole/3 {
-			t.Errorf("interval %d: %.1f checkpoint IDs a record; want well under the %.1f of a window written whole at each checkpoint", interval, perRecord, whole)
 		}
 	}
 }

@@ -135,12 +135,12 @@ type Dispatcher struct {
 
 	// cpBase is the role's newest full checkpoint, that a delta builds on:
 	// the one recovery started from (or its base), then each one this
-	// leader commits; cpDeltaIDs counts the IDs that the deltas on it
-	// held, and cpAdded holds the IDs added to the window since its
-	// snapshot (and since the snapshot of a full checkpoint on its way).
-	cpBase     *CheckpointBase
-	cpDeltaIDs int
-	cpAdded    []addedID
+	// leader commits; cpFullSince counts about the records of the role
+	// since its snapshot, and cpAdded holds the IDs added to the window
+	// since then (and since the snapshot of a full checkpoint on its way).
+	cpBase      *CheckpointBase
+	cpFullSince int
+	cpAdded     []addedID
 }
 
 // NewDispatcher checks its arguments and options and returns a Dispatcher

@@ -15,10 +15,13 @@ import (
 // find the checkpoint.
 const checkpointProbe = 5 * time.Second
 
-// smallWindow is the size of a window, in checkpoint intervals of IDs, that
-// is written whole at every checkpoint: at most that many IDs a record,
-// and a log that a dispatcher which reads no deltas can take over.
-const smallWindow = 4
+// checkpointDivisor sets how often a large dedup window is written whole: a
+// full checkpoint is due after the larger of the checkpoint interval and one
+// record for each checkpointDivisor compact IDs, so that the bytes written
+// for checkpoints stay a bounded share of the log however large the window.
+// In between, a delta checkpoint every interval holds the IDs added since
+// the last full one, so that a recovery reads a bounded tail of records.
+const checkpointDivisor = 16
 
 // probeLoop marks a checkpoint due when the log partition moved a checkpoint
 // interval past the last checkpoint, even while this role writes nothing.
@@ -72,25 +75,24 @@ func (d *Dispatcher) checkpointDueLocked() bool {
 }
 
 // fullCheckpointDueLocked reports whether the next checkpoint writes the
-// window whole rather than a delta on the newest full one: when there is no
-// full one to build on; when the window holds at most smallWindow intervals
-// of IDs; when the delta would hold more than a quarter of the window; or
-// when the deltas on the full one would then have held more IDs, all told,
-// than the window does. A delta holds every ID added since its base, so
-// deltas grow through a cycle and a full checkpoint starts the next one;
-// writing it once the deltas cost as much as it does keeps the checkpoint
-// bytes of a cycle under twice the window's, and makes a cycle last about
-// sqrt(2*window*interval/added) records, where added is the IDs a record
-// adds: the schedule that writes the fewest checkpoint bytes a record. The
-// quarter bounds the IDs a recovery reads past the base, and keeps the
-// first checkpoint after a takeover a delta on the predecessor's base
-// unless that base is far behind: a whole window written right after a
-// takeover would delay the next one's readiness and weigh on the new
-// leader's memory. The caller holds d.mu.
+// window whole: with no full checkpoint to build a delta on, when the
+// window is small enough to be written whole every interval (a sixteenth of
+// its IDs at most an interval), or when the full one is as old as
+// checkpointDivisor says. The first checkpoint after a takeover is a delta
+// on the predecessor's base unless it would hold more than a quarter of the
+// window: a whole window written right after a takeover would delay the
+// next one's readiness and weigh on the new leader's memory, and would
+// happen at every takeover. The caller holds d.mu.
 func (d *Dispatcher) fullCheckpointDueLocked() bool {
-	n := d.ids.len()
-	return d.cpBase == nil || n <= smallWindow*d.cfg.checkpointInterval ||
-		len(d.cpAdded) > n/4 || d.cpDeltaIDs+len(d.cpAdded) > n
+	every := d.ids.len() / checkpointDivisor
+	switch {
+	case d.cpBase == nil || every <= d.cfg.checkpointInterval:
+		return true
+	case d.cpSeq == 0:
+		// The first of this leadership: cpBase is the predecessor's.
+		return len(d.cpAdded) > d.ids.len()/4
+	}
+	return d.cpFullSince >= every
 }
 
 // checkpointItems returns the parts of a checkpoint when one is due, for
@@ -119,12 +121,11 @@ func (d *Dispatcher) checkpointItems() []*item {
 	if full {
 		ids = d.ids.share()
 		covered = len(d.cpAdded)
-		d.cpDeltaIDs = 0
+		d.cpFullSince = 0
 	} else {
 		base := *d.cpBase
 		cp.Base = &base
 		added = d.deltaIDsLocked()
-		d.cpDeltaIDs += len(added)
 	}
 	// Whatever happens to this one, the next is due only after another
 	// interval: a checkpoint that cannot be written must not stall intake.

@@ -410,6 +410,7 @@ func (d *Dispatcher) applyEffects(b committedBatch) []CommittedRecord {
 		}
 		if it.key != nil && !it.checkpoint {
 			d.cpSince++
+			d.cpFullSince++
 		}
 		if d.cfg.onCommitted != nil && it.commandID != "" {
 			done = append(done, CommittedRecord{Kind: it.kind, CommandID: it.commandID, Outcome: it.outcome, Offset: offset, Token: b.token})

@@ -459,23 +459,15 @@
 // partition's high watermark an interval past its last checkpoint, even
 // when it wrote nothing itself: roles share partitions, and a busy
 // neighbour moves the partition while this role is idle. Most of a large
-// window does not change from one checkpoint to the next, so most
-// checkpoints are deltas ([CheckpointBase]): the commands and the intake
-// position whole, and only the compact IDs added since the role's newest
-// full checkpoint, which the delta names by its offsets. Each delta holds
-// more IDs than the one before it, and the window is written whole again
-// once the deltas on the last full checkpoint would hold more IDs, all
-// told, than the window itself, or once a delta would hold more than a
-// quarter of it; a window of at most four intervals of IDs (80,000 by
-// default) is written whole at each checkpoint.
-// The checkpoints between two full ones then hold at most twice the
-// window's IDs, and a full one comes about every
-// sqrt(2*window*interval/a) records, where a is the IDs a record adds
-// (one in two at most: a settled command adds one, and wrote an Issued
-// record and an outcome): at a
-// million IDs and the default interval, about every 280,000 records, with
-// checkpoints of some 100 bytes a record on average where writing the
-// window whole every 62,500 records took over 200. A delta
+// window does not change from one checkpoint to the next, so the window is
+// written whole only every interval, or after one record for each sixteen
+// compact IDs when that is more (a window of a million IDs, 16 to 19 MB of
+// checkpoint, is written about every 62,500 records): the bytes of full
+// checkpoints stay a fixed share of the log however large the window. When
+// that is more than an interval, the checkpoints in between are deltas
+// ([CheckpointBase]): the commands and
+// the intake position whole, and only the compact IDs added since the
+// newest full checkpoint, which the delta names by its offsets. A delta
 // always builds on the role's newest full checkpoint: a leader that
 // recovered from a checkpoint builds on the one it recovered from (or on
 // that one's base), adding the IDs of the delta and of the records it read
@@ -483,10 +475,10 @@
 // none writes its first checkpoint whole. Its first checkpoint is a delta
 // unless that would hold more than a quarter of the window, so that a
 // takeover does not rewrite the whole window. So a delta holds at most a
-// quarter of the window, and fewer in a large one (at a million IDs and the
-// default interval, about 140,000), and a recovery reads the delta, its base at the offsets the
-// delta names, and the records after the delta: a bounded tail, not the
-// records back to the last full checkpoint.
+// quarter of the window, or the IDs of one full interval when that is more,
+// and a recovery reads the delta, its base at the offsets the delta names,
+// and the records after the delta: a bounded tail, not the records back to
+// the last full checkpoint.
 //
 // Recovery finds the newest checkpoint by reading backwards from the high
 // watermark taken when it began: 1,024 offsets (or one checkpoint interval

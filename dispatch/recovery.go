@@ -95,13 +95,11 @@ func (d *Dispatcher) recover(ctx context.Context) error {
 		d.cpDue = stats.TailRecords > 0 || stats.RecordsRead >= d.cfg.checkpointInterval/2
 		// It may be a delta on the predecessor's newest full checkpoint,
 		// with the IDs added since that one: those of the delta recovery
-		// started from and those the records after it settled. The deltas
-		// the predecessor wrote on it are counted as one of this size,
-		// the least they held.
+		// started from and those the records after it settled.
 		if state.base != nil {
 			d.cpBase = state.base
 			d.cpAdded = append(addedIDs(state.sinceBase), d.cpAdded...)
-			d.cpDeltaIDs = len(d.cpAdded)
+			d.cpFullSince = 2 * len(d.cpAdded)
 		}
 	}
 	wall := time.Now()

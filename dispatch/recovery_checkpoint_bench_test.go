@@ -161,25 +161,14 @@ func benchmarkWindowGrowth(b *testing.B, from int) {
 		}
 		runtime.GC()
 		stop := heapPeak()
-		// The leader's own rule says which checkpoints are full, each ID
-		// added counted as a record of the role; the deltas, small beside
-		// a full checkpoint, are counted and not written.
-		d := &Dispatcher{cfg: &config{checkpointInterval: DefaultCheckpointInterval}, ids: w,
-			cpBase: &CheckpointBase{Token: tok, First: 0, Last: 0}}
 		since := 0
 		for i := range n {
 			o := int64(4*from + 4*i)
 			w.add(CheckpointID{Hash: r.Uint64(), First: o, Outcome: o + 1, SubmittedAt: time.UnixMilli(base)})
-			d.cpAdded = append(d.cpAdded, addedID{})
-			if since++; since < DefaultCheckpointInterval {
+			if since++; since < w.len()/checkpointDivisor {
 				continue
 			}
 			since = 0
-			if !d.fullCheckpointDueLocked() {
-				d.cpDeltaIDs += len(d.cpAdded)
-				continue
-			}
-			d.cpAdded, d.cpDeltaIDs = d.cpAdded[:0], 0
 			// Each part goes into its record as it is written, as the
 			// dispatcher's checkpointItems does.
 			var values [][]byte
@@ -204,10 +193,9 @@ func benchmarkWindowGrowth(b *testing.B, from int) {
 	b.ReportMetric(float64(held)/(1<<20), "peak-held-MiB")
 }
 
-// BenchmarkOverlay lays a delta of 140,000 compact IDs over a base of a
+// BenchmarkOverlay lays a delta of 80,000 compact IDs over a base of a
 // million, as a recovery from a prefetched base does at a million commands
-// (the delta holds the IDs since the base: at most some 140,000 at a
-// million with the default interval).
+// (the delta holds the IDs since the base: up to a quarter of the window).
 func BenchmarkOverlay(b *testing.B) {
 	now := time.Now().UnixMilli()
 	ids := func(n int, prefix string) []compactID {
@@ -218,7 +206,7 @@ func BenchmarkOverlay(b *testing.B) {
 		sortByHash(out)
 		return out
 	}
-	base, delta := ids(1_000_000, "base"), ids(140_000, "delta")
+	base, delta := ids(1_000_000, "base"), ids(80_000, "delta")
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
