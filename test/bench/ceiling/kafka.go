@@ -2,6 +2,7 @@ package ceiling
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -77,4 +78,39 @@ func DeleteTopics(ctx context.Context, brokers []string, topics ...string) error
 		return err
 	}
 	return resp.Error()
+}
+
+// BrokerConfig returns the value of a broker setting as the first broker
+// of the cluster's list reports it: its default when nothing set it.
+func BrokerConfig(ctx context.Context, brokers []string, name string) (string, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RequestTimeoutOverhead(DefaultRequestTimeout))
+	if err != nil {
+		return "", err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, DefaultRequestTimeout)
+	defer cancel()
+	adm := kadm.NewClient(cl)
+	bs, err := adm.ListBrokers(ctx)
+	if err != nil {
+		return "", fmt.Errorf("list the brokers: %w", err)
+	}
+	if len(bs) == 0 {
+		return "", errors.New("the cluster lists no broker")
+	}
+	rcs, err := adm.DescribeBrokerConfigs(ctx, bs[0].NodeID)
+	if err != nil {
+		return "", fmt.Errorf("describe the broker's configuration: %w", err)
+	}
+	for _, rc := range rcs {
+		if rc.Err != nil {
+			return "", fmt.Errorf("describe the configuration of broker %s: %w", rc.Name, rc.Err)
+		}
+		for _, c := range rc.Configs {
+			if c.Key == name {
+				return c.MaybeValue(), nil
+			}
+		}
+	}
+	return "", fmt.Errorf("the brokers report no setting %s", name)
 }

@@ -106,6 +106,11 @@ type RawProducer struct {
 	// Retries counts the CONCURRENT_TRANSACTIONS answers the producer met.
 	Retries *ConcurrentTxns
 
+	// produce and end hold the time of each transaction's produce (its
+	// records sent and acknowledged) and of its EndTxn, since the last
+	// TakeSteps.
+	produce, end []time.Duration
+
 	client    *kgo.Client
 	topic     string
 	partition int32
@@ -137,6 +142,21 @@ func NewRawProducer(ctx context.Context, brokers []string, topic, transactionalI
 
 // Close closes the client.
 func (p *RawProducer) Close() { p.client.Close() }
+
+// CommitSteps is the time of the two steps of a producer's transactions:
+// Produce, from the begin to the acknowledgement of every record, and End,
+// the EndTxn that commits.
+type CommitSteps struct {
+	Produce, End Summary
+}
+
+// TakeSteps returns the steps of the transactions committed since the last
+// call, one sample a transaction, and forgets them.
+func (p *RawProducer) TakeSteps() CommitSteps {
+	s := CommitSteps{Produce: Summarize(p.produce, 0), End: Summarize(p.end, 0)}
+	p.produce, p.end = nil, nil
+	return s
+}
 
 // Run commits transactions of batch commands for duration, pausing after
 // each commit, and returns one latency per command: from the start of its
@@ -239,9 +259,12 @@ func (p *RawProducer) transact(ctx context.Context, records []*kgo.Record) (time
 		_ = p.client.EndTransaction(context.WithoutCancel(ctx), kgo.TryAbort)
 		return 0, fmt.Errorf("produce: %w", err)
 	}
+	produced := time.Now()
 	if err := p.client.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return 0, fmt.Errorf("commit: %w", err)
 	}
+	p.produce = append(p.produce, produced.Sub(began))
+	p.end = append(p.end, time.Since(produced))
 	if _, _, err := p.client.ProducerID(ctx); err != nil {
 		return 0, fmt.Errorf("producer id after the commit: %w", err)
 	}

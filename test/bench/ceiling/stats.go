@@ -91,3 +91,9 @@ func Pool(ss ...Summary) Summary {
 	}
 	return Summarize(samples, elapsed)
 }
+
+// AtLeast returns how many of the samples are d or longer.
+func (s Summary) AtLeast(d time.Duration) int {
+	i, _ := slices.BinarySearch(s.samples, d)
+	return len(s.samples) - i
+}

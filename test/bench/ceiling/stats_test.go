@@ -42,3 +42,16 @@ func TestSummarizeRateAndOrder(t *testing.T) {
 		t.Fatal("Summarize reordered its input")
 	}
 }
+
+// TestAtLeast counts the samples at or above a bound, ties included.
+func TestAtLeast(t *testing.T) {
+	s := Summarize([]time.Duration{30, 10, 20, 20, 5}, 0)
+	for _, c := range []struct {
+		d    time.Duration
+		want int
+	}{{0, 5}, {5, 5}, {6, 4}, {20, 3}, {21, 1}, {31, 0}} {
+		if got := s.AtLeast(c.d); got != c.want {
+			t.Errorf("AtLeast(%d) = %d, want %d", c.d, got, c.want)
+		}
+	}
+}
