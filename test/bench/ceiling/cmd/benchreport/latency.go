@@ -19,7 +19,16 @@ type latencyResult struct {
 	rawBatch    int
 	rawPause    time.Duration
 	intakeRead  ceiling.Summary
+	// rawSteps splits the raw commit into its produce and its EndTxn, and
+	// retryBackoff is the brokers' add.partitions.to.txn.retry.backoff.ms
+	// ("" when the cluster did not say).
+	rawSteps     ceiling.CommitSteps
+	retryBackoff string
 }
+
+// retryBackoff is the broker setting after which a partition leader checks
+// again a transaction that it held at its first produce.
+const retryBackoffSetting = "add.partitions.to.txn.retry.backoff.ms"
 
 // latencySection times commands from submit, through a real member's HTTP
 // API and through the requests topic, to the device acting and to the
@@ -90,6 +99,10 @@ func latencySection(ctx context.Context, o options, prefix string, newTopic func
 			best, res.rawPause = s.Rate, p
 		}
 	}
+	raw.TakeSteps() // the sweep's transactions are not the measured ones
+	if res.retryBackoff, err = ceiling.BrokerConfig(ctx, o.brokers, retryBackoffSetting); err != nil {
+		logf("latency: %v", err)
+	}
 	if _, err := ceiling.MeasureLatency(ctx, m, w, viaHTTP, role, "warm", o.clients, o.warmup); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
@@ -131,6 +144,7 @@ func latencySection(ctx context.Context, o options, prefix string, newTopic func
 	res.http = ceiling.LatencyResult{ToAccepted: ceiling.Pool(httpAcc...), ToDevice: ceiling.Pool(httpDev...), ToOutcome: ceiling.Pool(httpOut...)}
 	res.topic = ceiling.LatencyResult{ToAccepted: ceiling.Pool(topicAcc...), ToDevice: ceiling.Pool(topicDev...), ToOutcome: ceiling.Pool(topicOut...)}
 	res.raw = ceiling.Pool(raws...)
+	res.rawSteps = raw.TakeSteps()
 	res.rawSeen = ceiling.Pool(seens...)
 	res.rawLoop = ceiling.Pool(loops...)
 	res.intakeRead = ceiling.Pool(intakes...)

@@ -41,3 +41,44 @@ func TestLatencyMissNamesTheRequestsProduce(t *testing.T) {
 		t.Errorf("the section calls the HTTP API's 1.67x a miss:\n%s", got)
 	}
 }
+
+// TestLatencySplitsTheRawCommit: the section says how much of the raw
+// commit is its produce and its EndTxn, and reads the produce against the
+// brokers' retry backoff, held or not, or says the brokers did not report it.
+func TestLatencySplitsTheRawCommit(t *testing.T) {
+	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+	section := func(produce float64, backoff string) string {
+		r := &report{latency: &latencyResult{
+			clients: 16, rawBatch: 16, rawPause: 2 * time.Millisecond,
+			raw: ceiling.Summary{P50: ms(25.5), P99: ms(36)},
+			rawSteps: ceiling.CommitSteps{
+				Produce: ceiling.Summary{Count: 40, P50: ms(produce), P99: ms(30)},
+				End:     ceiling.Summary{Count: 40, P50: ms(1), P99: ms(2)},
+			},
+			retryBackoff: backoff,
+		}}
+		var b strings.Builder
+		r.writeLatency(func(format string, args ...any) { fmt.Fprintf(&b, format, args...) })
+		return b.String()
+	}
+	for _, c := range []struct {
+		produce       float64
+		backoff       string
+		want, notWant string
+	}{
+		{24, "20", "The brokers' `add.partitions.to.txn.retry.backoff.ms` is 20 ms: a produce that takes longer met a partition leader that held", "were\nnot held"},
+		{3.5, "20", "in this run most produces took less, so most transactions were\nnot held", "met a partition leader"},
+		{24, "", "The brokers did not report their `add.partitions.to.txn.retry.backoff.ms`.", "met a partition leader"},
+	} {
+		got := section(c.produce, c.backoff)
+		split := fmt.Sprintf("Of the raw commit's p50 of 25.5 ms, its produce took %s ms and its EndTxn 1.00 ms (p50s).\n", ceiling.Millis(ms(c.produce)))
+		for _, want := range []string{split, c.want, "| the raw commit's produce (begin to every record acknowledged) | 40 |"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("produce %.1f ms, backoff %q: the section lacks %q:\n%s", c.produce, c.backoff, want, got)
+			}
+		}
+		if strings.Contains(got, c.notWant) {
+			t.Errorf("produce %.1f ms, backoff %q: the section says %q:\n%s", c.produce, c.backoff, c.notWant, got)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -598,12 +599,17 @@ func (r *report) writeLatency(w func(string, ...any)) {
 	}
 	w("| raw commit (ceiling) | %d | | | %s / %s / %s (one commit) | 1.00 |\n", l.raw.Count/max(1, l.rawBatch),
 		ceiling.Millis(l.raw.P50), ceiling.Millis(l.raw.P99), ceiling.Millis(l.raw.P999))
+	w("| the raw commit's produce (begin to every record acknowledged) | %d | | | %s / %s / %s | |\n", l.rawSteps.Produce.Count,
+		ceiling.Millis(l.rawSteps.Produce.P50), ceiling.Millis(l.rawSteps.Produce.P99), ceiling.Millis(l.rawSteps.Produce.P999))
+	w("| the raw commit's EndTxn | %d | | | %s / %s / %s | |\n", l.rawSteps.End.Count,
+		ceiling.Millis(l.rawSteps.End.P50), ceiling.Millis(l.rawSteps.End.P99), ceiling.Millis(l.rawSteps.End.P999))
 	w("| raw commit until a read_committed reader read it | %d | | | %s / %s / %s (one commit, read) | %.2f |\n", l.rawSeen.Count/max(1, l.rawBatch),
 		ceiling.Millis(l.rawSeen.P50), ceiling.Millis(l.rawSeen.P99), ceiling.Millis(l.rawSeen.P999), ceiling.Ratio(float64(l.rawSeen.P99), float64(l.raw.P99)))
 	w("| the same clients on a raw producer, greedy commits (outcome read) | %d | | | %s / %s / %s | %.2f |\n", l.rawLoop.Count,
 		ceiling.Millis(l.rawLoop.P50), ceiling.Millis(l.rawLoop.P99), ceiling.Millis(l.rawLoop.P999), ceiling.Ratio(float64(l.rawLoop.P99), float64(l.raw.P99)))
 	w("| requests topic read alone (produce, then `KafkaRequestSource` returns it) | %d | | %s / %s / %s | | |\n\n", l.intakeRead.Count,
 		ceiling.Millis(l.intakeRead.P50), ceiling.Millis(l.intakeRead.P99), ceiling.Millis(l.intakeRead.P999))
+	l.writeCommitSteps(w)
 	w("A path's latency ends when a reader of the log has read the outcome, which the raw commit's does not: its end is\n")
 	w("the return of the producer's commit, before the commit markers are written and a read_committed fetch returns\n")
 	w("them. The raw commit until a reader read it (a producer of its own, one transaction after another, each waiting\n")
@@ -645,6 +651,33 @@ func (r *report) writeLatency(w func(string, ...any)) {
 		}
 		w("\n\n")
 	}
+}
+
+// writeCommitSteps says what the raw commit's time is made of: its produce
+// and its EndTxn, beside the brokers' retry backoff, which a produce that
+// the partition leader held waits out.
+func (l *latencyResult) writeCommitSteps(w func(string, ...any)) {
+	if l.rawSteps.Produce.Count == 0 {
+		return
+	}
+	produce := l.rawSteps.Produce.P50
+	w("Of the raw commit's p50 of %s ms, its produce took %s ms and its EndTxn %s ms (p50s).\n", ceiling.Millis(l.raw.P50),
+		ceiling.Millis(produce), ceiling.Millis(l.rawSteps.End.P50))
+	backoff, err := strconv.Atoi(l.retryBackoff)
+	if err != nil {
+		w("The brokers did not report their `%s`.\n\n", retryBackoffSetting)
+		return
+	}
+	w("The brokers' `%s` is %d ms: ", retryBackoffSetting, backoff)
+	if produce >= time.Duration(backoff)*time.Millisecond {
+		w("a produce that takes longer met a partition leader that held\n")
+		w("its transaction and checked it again after that backoff (Kafka 4, transactions version 2; see \"Commit latency and\n")
+		w("the brokers\" in OPERATIONS.md). In this run that wait is most of a commit, and a command pays it at each of its\n")
+		w("two commits, the dispatcher's as the raw producer's.\n\n")
+		return
+	}
+	w("in this run most produces took less, so most transactions were\n")
+	w("not held by the partition leader (see \"Commit latency and the brokers\" in OPERATIONS.md).\n\n")
 }
 
 func (r *report) writeBacklog(w func(string, ...any)) {
