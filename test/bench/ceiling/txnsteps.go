@@ -28,6 +28,11 @@ type StepsProbe struct {
 	// timed, after three that warm the producer up.
 	Pause        time.Duration
 	Transactions int
+
+	// Reader, when set, has a TailReader fetch the partitions throughout;
+	// AfterRead, which needs it, begins each transaction after the reader
+	// read the record of the one before, instead of after Pause.
+	Reader, AfterRead bool
 }
 
 // ProbeCommitSteps commits transactions of one small record each with the
@@ -38,6 +43,9 @@ type StepsProbe struct {
 func ProbeCommitSteps(ctx context.Context, p StepsProbe) (CommitSteps, error) {
 	if len(p.Partitions) == 0 || p.Transactions < 1 {
 		return CommitSteps{}, errors.New("ceiling: a probe needs a partition and a transaction at least")
+	}
+	if p.AfterRead && !p.Reader {
+		return CommitSteps{}, errors.New("ceiling: a probe that waits for its reader needs one")
 	}
 	opts, err := ProducerOptions(p.Brokers, p.TransactionalID, BenchLease)
 	if err != nil {
@@ -51,6 +59,13 @@ func ProbeCommitSteps(ctx context.Context, p StepsProbe) (CommitSteps, error) {
 	if _, _, err := cl.ProducerID(ctx); err != nil {
 		return CommitSteps{}, fmt.Errorf("init producer id: %w", err)
 	}
+	var reader *TailReader
+	if p.Reader {
+		if reader, err = StartTailReader(p.Brokers, p.Topic, p.Partitions...); err != nil {
+			return CommitSteps{}, err
+		}
+		defer reader.Close()
+	}
 	// The producer's own transact times the steps, as it does for the
 	// ceiling; the warm-up's are dropped.
 	raw := &RawProducer{client: cl, topic: p.Topic}
@@ -62,6 +77,12 @@ func ProbeCommitSteps(ctx context.Context, p StepsProbe) (CommitSteps, error) {
 		}
 		if i == warm-1 {
 			raw.TakeSteps()
+		}
+		if p.AfterRead {
+			if err := reader.WaitRead(ctx, r.Partition, r.Offset); err != nil {
+				return CommitSteps{}, fmt.Errorf("wait for the reader: %w", err)
+			}
+			continue
 		}
 		select {
 		case <-time.After(p.Pause):

@@ -57,6 +57,13 @@ func TestProbeCommitSteps(t *testing.T) {
 		}
 	}
 
+	// A probe that waits for its reader before each transaction ends: the
+	// reader reads each commit.
+	if _, err := ProbeCommitSteps(ctx, StepsProbe{Brokers: addrs, Topic: topic, TransactionalID: topic + "-read",
+		Partitions: []int32{0, 1, 2}, Transactions: 3, Reader: true, AfterRead: true}); err != nil {
+		t.Fatalf("waiting for the reader: %v", err)
+	}
+
 	// The cluster of the tests keeps Kafka's default of 20 ms unless its
 	// start set the setting (scripts/services/10-kafka.sh: lines of
 	// server.properties in KRABKA_KAFKA_BROKER_PROPERTIES).

@@ -5,13 +5,16 @@
 // commits, so what a commit is made of on a cluster is what its latency is
 // made of:
 //
-//	txnsteps -brokers 127.0.0.1:19092 -pauses 0,2ms,10ms,300ms -transactions 40
+//	txnsteps -brokers 127.0.0.1:19092 -pauses 0,2ms,10ms,300ms,read -transactions 40
 //
 // It creates a topic of its own and deletes it, reads the brokers'
 // add.partitions.to.txn.retry.backoff.ms, and writes a markdown table: for
-// each pause and placement, the produce and the EndTxn at p50 and p99, and
-// how many produces took that backoff or longer (a transaction that the
+// each pause, placement, and with and without a reader fetching the
+// partitions meanwhile, the produce and the EndTxn at p50 and p99, and how
+// many produces took that backoff or longer (a transaction that the
 // partition leader held at its first produce and checked again after it).
+// The pause "read" begins each transaction once the reader has read the
+// record of the one before.
 package main
 
 import (
@@ -41,7 +44,7 @@ func main() {
 
 func run() error {
 	brokers := flag.String("brokers", os.Getenv("KRABKA_KAFKA_BROKERS"), "comma-separated bootstrap addresses (default $KRABKA_KAFKA_BROKERS)")
-	pauses := flag.String("pauses", "0,2ms,10ms,100ms,300ms", "comma-separated pauses after each commit")
+	pauses := flag.String("pauses", "0,2ms,10ms,100ms,300ms,read", "comma-separated pauses after each commit; read: until a reader read the commit")
 	transactions := flag.Int("transactions", 40, "timed transactions at each pause and placement")
 	partitions := flag.Int("partitions", 3, "partitions of the probe's topic; \"moving\" begins each transaction on the next one")
 	replication := flag.Int("replication", 3, "replication factor of the probe's topic (min.insync.replicas one less, at least 1)")
@@ -52,17 +55,26 @@ func run() error {
 	if *partitions < 1 || *replication < 1 || *transactions < 1 {
 		return errors.New("-partitions, -replication and -transactions must be at least 1")
 	}
-	var ps []time.Duration
+	type pause struct {
+		name      string
+		d         time.Duration
+		afterRead bool
+	}
+	var ps []pause
 	for _, s := range strings.Split(*pauses, ",") {
-		if s == "0" {
-			ps = append(ps, 0)
+		switch s {
+		case "0":
+			ps = append(ps, pause{name: "0s"})
+			continue
+		case "read":
+			ps = append(ps, pause{name: "until the reader read it", afterRead: true})
 			continue
 		}
 		d, err := time.ParseDuration(s)
 		if err != nil || d < 0 {
-			return fmt.Errorf("pause %q: want a duration of 0 or more", s)
+			return fmt.Errorf("pause %q: want a duration of 0 or more, or read", s)
 		}
-		ps = append(ps, d)
+		ps = append(ps, pause{name: d.String(), d: d})
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -97,9 +109,9 @@ func run() error {
 	}
 
 	fmt.Printf("The brokers' `%s` is %d ms. Each row: %d transactions of one record, after 3 untimed.\n\n", backoffSetting, ms, *transactions)
-	fmt.Println("| Pause after each commit | Partitions | Produce p50 / p99 ms | EndTxn p50 / p99 ms | Produces of the backoff or longer |")
-	fmt.Println("|---:|---|---|---|---:|")
-	for _, pause := range ps {
+	fmt.Println("| Pause after each commit | Partitions | A reader fetches them | Produce p50 / p99 ms | EndTxn p50 / p99 ms | Produces of the backoff or longer |")
+	fmt.Println("|---:|---|---|---|---|---:|")
+	for i, pause := range ps {
 		for _, place := range []struct {
 			name  string
 			parts []int32
@@ -107,18 +119,30 @@ func run() error {
 			if place.name == "moving" && len(all) == 1 {
 				continue
 			}
-			steps, err := ceiling.ProbeCommitSteps(ctx, ceiling.StepsProbe{
-				Brokers: addrs, Topic: topic, TransactionalID: fmt.Sprintf("%s-%s-%s", topic, place.name, pause),
-				Partitions: place.parts, Pause: pause, Transactions: *transactions,
-			})
-			if err != nil {
-				return fmt.Errorf("pause %s, %s partition: %w", pause, place.name, err)
+			for _, reader := range []bool{false, true} {
+				if pause.afterRead && !reader {
+					continue
+				}
+				steps, err := ceiling.ProbeCommitSteps(ctx, ceiling.StepsProbe{
+					Brokers: addrs, Topic: topic, TransactionalID: fmt.Sprintf("%s-%s-%d-%t", topic, place.name, i, reader),
+					Partitions: place.parts, Pause: pause.d, AfterRead: pause.afterRead, Transactions: *transactions, Reader: reader,
+				})
+				if err != nil {
+					return fmt.Errorf("pause %s, %s partition, reader %t: %w", pause.name, place.name, reader, err)
+				}
+				fmt.Printf("| %s | %s | %s | %s / %s | %s / %s | %d of %d |\n", pause.name, place.name, yesNo(reader),
+					ceiling.Millis(steps.Produce.P50), ceiling.Millis(steps.Produce.P99),
+					ceiling.Millis(steps.End.P50), ceiling.Millis(steps.End.P99),
+					steps.Produce.AtLeast(held), steps.Produce.Count)
 			}
-			fmt.Printf("| %s | %s | %s / %s | %s / %s | %d of %d |\n", pause, place.name,
-				ceiling.Millis(steps.Produce.P50), ceiling.Millis(steps.Produce.P99),
-				ceiling.Millis(steps.End.P50), ceiling.Millis(steps.End.P99),
-				steps.Produce.AtLeast(held), steps.Produce.Count)
 		}
 	}
 	return nil
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }
