@@ -584,7 +584,8 @@ func (r *report) writeLatency(w func(string, ...any)) {
 	w("or by producing the request to the requests topic (acks=all). A latency starts just before the submit; \"accepted\"\n")
 	w("ends when the API answered or the broker acknowledged the request record. In alternation with\n")
 	w("them, the ceiling's raw producer commits transactions of %d commands (the load of the clients) at its best pause\n", l.rawBatch)
-	w("(%s); its latency is one transaction, begin to commit. Submit to outcome committed takes at least two commits\n", l.rawPause)
+	w("(%s), while a reader fetches its partition as the clients' watcher fetches the log's; its latency is one\n", l.rawPause)
+	w("transaction, begin to commit. Submit to outcome committed takes at least two commits\n")
 	w("(the Issued record, then the Outcome record), hence the target of at most %.0f times the raw commit p99.\n\n", targetOutcomeP99)
 	w("| Path | Samples | Accepted p50 / p99 ms | To device p50 / p99 / p999 ms | To outcome committed p50 / p99 / p999 ms | Outcome p99 / raw commit p99 |\n|---|---:|---|---|---|---:|\n")
 	for _, x := range []struct {
