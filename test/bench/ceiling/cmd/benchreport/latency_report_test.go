@@ -47,10 +47,11 @@ func TestLatencyMissNamesTheRequestsProduce(t *testing.T) {
 // brokers' retry backoff, held or not, or says the brokers did not report it.
 func TestLatencySplitsTheRawCommit(t *testing.T) {
 	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
-	section := func(produce float64, backoff string) string {
+	section := func(produce float64, backoff string, device float64) string {
 		r := &report{latency: &latencyResult{
 			clients: 16, rawBatch: 16, rawPause: 2 * time.Millisecond,
-			raw: ceiling.Summary{P50: ms(25.5), P99: ms(36)},
+			http: ceiling.LatencyResult{ToDevice: ceiling.Summary{P50: ms(device)}},
+			raw:  ceiling.Summary{P50: ms(25.5), P99: ms(36)},
 			rawSteps: ceiling.CommitSteps{
 				Produce: ceiling.Summary{Count: 40, P50: ms(produce), P99: ms(30)},
 				End:     ceiling.Summary{Count: 40, P50: ms(1), P99: ms(2)},
@@ -64,13 +65,16 @@ func TestLatencySplitsTheRawCommit(t *testing.T) {
 	for _, c := range []struct {
 		produce       float64
 		backoff       string
+		device        float64
 		want, notWant string
 	}{
-		{24, "20", "The brokers' `add.partitions.to.txn.retry.backoff.ms` is 20 ms: a produce that takes longer met a partition leader that held", "were\nnot held"},
-		{3.5, "20", "in this run most produces took less, so most transactions were\nnot held", "met a partition leader"},
-		{24, "", "The brokers did not report their `add.partitions.to.txn.retry.backoff.ms`.", "met a partition leader"},
+		{24, "20", 28, "The brokers' `add.partitions.to.txn.retry.backoff.ms` is 20 ms: a produce that takes longer met a partition leader that held", "were not held"},
+		{24, "20", 28, "The dispatcher's\nIssued commits were mostly held too: the HTTP API's to-device p50, which holds one, is 28.0 ms.", "mostly not held"},
+		{24, "20", 6.5, "The dispatcher's\nIssued commits were mostly not held: the HTTP API's to-device p50, which holds one, is 6.50 ms.", "mostly held too"},
+		{3.5, "20", 6.5, "in this run most of the raw commit's produces took less, so most\nof its transactions were not held", "met a partition leader"},
+		{24, "", 28, "The brokers did not report their `add.partitions.to.txn.retry.backoff.ms`.", "met a partition leader"},
 	} {
-		got := section(c.produce, c.backoff)
+		got := section(c.produce, c.backoff, c.device)
 		split := fmt.Sprintf("Of the raw commit's p50 of 25.5 ms, its produce took %s ms and its EndTxn 1.00 ms (p50s).\n", ceiling.Millis(ms(c.produce)))
 		for _, want := range []string{split, c.want, "| the raw commit's produce (begin to every record acknowledged) | 40 |"} {
 			if !strings.Contains(got, want) {
