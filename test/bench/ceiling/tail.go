@@ -10,10 +10,11 @@ import (
 
 // TailReader fetches partitions of a topic from their end for as long as
 // it runs and drops what it reads, as a reader of a deployment's log does
-// (an auditor, a watcher of outcomes). On Kafka 4.1 a partition with a
-// fetch parked on it holds fewer transactions at their first produce
-// (OPERATIONS.md, "Commit latency and the brokers"), so a comparison that
-// gives one side's partition a reader gives the other side's one too.
+// (an auditor, a watcher of outcomes). On Kafka 4.1 a reader spares some
+// transactions of its partition the hold at their first produce, and not
+// others (OPERATIONS.md, "Commit latency and the brokers"), so a
+// comparison that gives one side's partition a reader gives the other
+// side's one too.
 type TailReader struct {
 	client *kgo.Client
 	cancel context.CancelFunc
@@ -21,7 +22,7 @@ type TailReader struct {
 
 	mu   sync.Mutex
 	next map[int32]int64 // the offset after the last record read, by partition
-	read chan struct{}   // closed and replaced after each poll that read records
+	read chan struct{}   // closed and replaced after each poll
 }
 
 // StartTailReader starts a reader of the partitions of topic. Close stops it.
