@@ -17,7 +17,7 @@ import (
 // order. Unlike a StateReader, which folds the partition to the latest
 // record of each key, it keeps the history: every lease a holder renewed.
 func readHistory(ctx context.Context, brokers []string, tp coordination.TopicPartition) ([]coordination.StateRecord, error) {
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RequestTimeoutOverhead(DefaultRequestTimeout))
+	admCl, err := adminClient(brokers)
 	if err != nil {
 		return nil, err
 	}

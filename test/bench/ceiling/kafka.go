@@ -29,10 +29,16 @@ type TopicSpec struct {
 	MinInsyncReplicas int
 }
 
+// adminClient returns a client for the package's administrative requests,
+// each bounded by DefaultRequestTimeout.
+func adminClient(brokers []string) (*kgo.Client, error) {
+	return kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RequestTimeoutOverhead(DefaultRequestTimeout))
+}
+
 // CreateTopic creates a topic with the durability settings of the command
 // log and waits until every partition has a leader.
 func CreateTopic(ctx context.Context, brokers []string, spec TopicSpec) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RequestTimeoutOverhead(DefaultRequestTimeout))
+	cl, err := adminClient(brokers)
 	if err != nil {
 		return err
 	}
@@ -68,7 +74,7 @@ func CreateTopic(ctx context.Context, brokers []string, spec TopicSpec) error {
 
 // DeleteTopics deletes topics that a measurement created.
 func DeleteTopics(ctx context.Context, brokers []string, topics ...string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RequestTimeoutOverhead(DefaultRequestTimeout))
+	cl, err := adminClient(brokers)
 	if err != nil {
 		return err
 	}
@@ -83,7 +89,7 @@ func DeleteTopics(ctx context.Context, brokers []string, topics ...string) error
 // BrokerConfig returns the value of a broker setting as the first broker
 // of the cluster's list reports it: its default when nothing set it.
 func BrokerConfig(ctx context.Context, brokers []string, name string) (string, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RequestTimeoutOverhead(DefaultRequestTimeout))
+	cl, err := adminClient(brokers)
 	if err != nil {
 		return "", err
 	}

@@ -106,9 +106,10 @@ type RawProducer struct {
 	// Retries counts the CONCURRENT_TRANSACTIONS answers the producer met.
 	Retries *ConcurrentTxns
 
-	// produce and end hold the time of each transaction's produce (its
-	// records sent and acknowledged) and of its EndTxn, since the last
-	// TakeSteps.
+	// keepSteps is set by KeepSteps; produce and end then hold the time of
+	// each transaction's produce (its records sent and acknowledged) and of
+	// its EndTxn, until TakeSteps.
+	keepSteps    bool
 	produce, end []time.Duration
 
 	client    *kgo.Client
@@ -150,11 +151,16 @@ type CommitSteps struct {
 	Produce, End Summary
 }
 
-// TakeSteps returns the steps of the transactions committed since the last
-// call, one sample a transaction, and forgets them.
+// KeepSteps makes the producer keep the time of both steps of each
+// transaction it commits from now on, for TakeSteps; a producer whose
+// steps nobody takes keeps none.
+func (p *RawProducer) KeepSteps() { p.keepSteps = true }
+
+// TakeSteps returns the steps of the transactions committed since
+// KeepSteps, one sample a transaction, and stops keeping them.
 func (p *RawProducer) TakeSteps() CommitSteps {
 	s := CommitSteps{Produce: Summarize(p.produce, 0), End: Summarize(p.end, 0)}
-	p.produce, p.end = nil, nil
+	p.keepSteps, p.produce, p.end = false, nil, nil
 	return s
 }
 
@@ -263,8 +269,10 @@ func (p *RawProducer) transact(ctx context.Context, records []*kgo.Record) (time
 	if err := p.client.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return 0, fmt.Errorf("commit: %w", err)
 	}
-	p.produce = append(p.produce, produced.Sub(began))
-	p.end = append(p.end, time.Since(produced))
+	if p.keepSteps {
+		p.produce = append(p.produce, produced.Sub(began))
+		p.end = append(p.end, time.Since(produced))
+	}
 	if _, _, err := p.client.ProducerID(ctx); err != nil {
 		return 0, fmt.Errorf("producer id after the commit: %w", err)
 	}

@@ -67,7 +67,7 @@ func ProbeCommitSteps(ctx context.Context, p StepsProbe) (CommitSteps, error) {
 		defer reader.Close()
 	}
 	// The producer's own transact times the steps, as it does for the
-	// ceiling; the warm-up's are dropped.
+	// ceiling, from the first transaction after the warm-up.
 	raw := &RawProducer{client: cl, topic: p.Topic}
 	const warm = 3
 	for i := range warm + p.Transactions {
@@ -76,7 +76,7 @@ func ProbeCommitSteps(ctx context.Context, p StepsProbe) (CommitSteps, error) {
 			return CommitSteps{}, err
 		}
 		if i == warm-1 {
-			raw.TakeSteps()
+			raw.KeepSteps()
 		}
 		if p.AfterRead {
 			if err := reader.WaitRead(ctx, r.Partition, r.Offset); err != nil {

@@ -107,7 +107,7 @@ func latencySection(ctx context.Context, o options, prefix string, newTopic func
 			best, res.rawPause = s.Rate, p
 		}
 	}
-	raw.TakeSteps() // the sweep's transactions are not the measured ones
+	raw.KeepSteps() // from the measured transactions on, not the sweep's
 	if res.retryBackoff, err = ceiling.BrokerConfig(ctx, o.brokers, retryBackoffSetting); err != nil {
 		logf("latency: %v", err)
 	}
