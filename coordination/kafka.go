@@ -319,8 +319,11 @@ func (t *KafkaTransport) bound(ctx context.Context) (context.Context, context.Ca
 
 // Close releases every client owned by the transport: the producer of every
 // role, which ends every leadership written through it, and the plain client.
-// It waits for no transaction; one in flight fails. Close is idempotent, and
-// every call after it returns an error.
+// It waits for no transaction; one in flight fails. It does wait, for 50ms at
+// most, until the coordinator of each role has completed the role's last
+// transaction (see [KafkaTransport.WriteGuarded]), so that a successor's
+// InitProducerId is not answered CONCURRENT_TRANSACTIONS for it. Close is
+// idempotent, and every call after it returns an error.
 func (t *KafkaTransport) Close() {
 	t.mu.Lock()
 	if t.closed {
@@ -334,7 +337,7 @@ func (t *KafkaTransport) Close() {
 	t.mu.Unlock()
 
 	for _, p := range producers {
-		p.end(fmt.Errorf("coordination: role %s: %w", p.role, errTransportClosed))
+		p.close(fmt.Errorf("coordination: role %s: %w", p.role, errTransportClosed))
 	}
 	for _, p := range prepared {
 		p.client.Close()

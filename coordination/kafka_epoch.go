@@ -33,6 +33,9 @@ type roleProducer struct {
 	retired []int64
 	// ended is the reason the client was closed, nil while it is open.
 	ended error
+	// settled is closed when the settle of the last transaction ends
+	// (kafka_settle.go), nil while none ran.
+	settled chan struct{}
 }
 
 func newRoleProducer(role Role, client *kgo.Client, token FencingToken) *roleProducer {
@@ -126,7 +129,7 @@ func (t *KafkaTransport) AcquireEpoch(ctx context.Context, role Role) (FencingTo
 	client := t.takePrepared(role)
 	t.mu.Unlock()
 	if old != nil {
-		old.end(fmt.Errorf("coordination: role %s: a later AcquireEpoch in this process took the role: %w", role, ErrFenced))
+		old.close(fmt.Errorf("coordination: role %s: a later AcquireEpoch in this process took the role: %w", role, ErrFenced))
 	}
 
 	if client == nil {

@@ -52,6 +52,16 @@ func (t *KafkaTransport) WriteLease(ctx context.Context, partition TopicPartitio
 // goes to the partition it names, and on success its Offset is set to the
 // offset it took. Transactions of one role run one at a time.
 //
+// After each commit or abort the producer asks the role's transaction
+// coordinator, every millisecond for 50ms at most, until the coordinator has
+// completed that transaction's end, and the role's next transaction begins
+// after that: one begun before would be held by its partition leader for
+// the brokers' add.partitions.to.txn.retry.backoff.ms (20ms by default), and
+// on a quiet cluster the completion itself waits for a request to reach the
+// coordinator's broker. The questions are that request. A call returns as
+// soon as its commit does, so the wait falls on the next transaction, and
+// only when the next transaction comes before the coordinator is done.
+//
 // token must be the role producer's current token, the last one that
 // AcquireEpoch or a WriteGuarded of this role returned. A token that this
 // producer held before fails with an error that wraps [ErrFenced] without a
@@ -122,6 +132,9 @@ func (t *KafkaTransport) transact(ctx context.Context, p *roleProducer, token Fe
 		return token, err
 	}
 
+	if err := p.waitSettled(ctx); err != nil {
+		return token, fmt.Errorf("coordination: kafka transport: role %s: wait for the coordinator to complete the transaction before: %w", p.role, err)
+	}
 	if err := p.client.BeginTransaction(); err != nil {
 		return fail(ErrOutcomeUnknown, "begin transaction", err)
 	}
@@ -169,6 +182,7 @@ func (t *KafkaTransport) transact(ctx context.Context, p *roleProducer, token Fe
 		}
 		return fail(ErrOutcomeUnknown, "commit", err)
 	}
+	p.startSettle()
 	next, err := t.tokenAfter(commitCtx, p)
 	if err != nil {
 		return fail(ErrOutcomeUnknown, "read the token after the commit", err)
@@ -202,6 +216,7 @@ func (t *KafkaTransport) abort(p *roleProducer, token FencingToken, cause error)
 	if err := endAbort(ctx, p.client); err != nil {
 		return fail(err)
 	}
+	p.startSettle()
 	next, err := t.tokenAfter(ctx, p)
 	if err != nil {
 		return fail(err)

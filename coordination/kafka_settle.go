@@ -1,0 +1,139 @@
+package coordination
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// A transaction's end is not complete at the coordinator when EndTxn
+// returns: the coordinator still writes the markers to the partitions and
+// then its own CompleteCommit (or CompleteAbort) record. Until that record is
+// replicated, a produce of the next transaction is held by its partition
+// leader, which asks the coordinator, is answered CONCURRENT_TRANSACTIONS,
+// and asks again after the brokers' add.partitions.to.txn.retry.backoff.ms
+// (20 ms by default).
+//
+// On a cluster with little other traffic the completion waits much longer
+// than its work: measured on three brokers of Kafka 4.1, a transaction begun
+// anywhere from 2 to 300 ms after the last commit was held once nearly every
+// time, and one begun at once twice. The coordinator appends the completion
+// from the thread that reads the markers' answers, and a broker wakes the
+// followers' parked fetches of such an append only when it next handles a
+// request (Kafka's KafkaApis runs its queued delayed actions at the end of
+// each request), so the record waits for the next request to reach the
+// coordinator's broker, or for a follower's fetch to time out
+// (replica.fetch.wait.max.ms, 500 ms by default). The next transaction's own
+// produce is that request: it wakes the followers and is itself held.
+//
+// So after each end a producer settles: it asks the coordinator for the
+// transaction's state (DescribeTransactions) every settlePoll until the
+// state is no longer a Prepare one, and the next transaction of the role
+// begins after that. Each question is a request the coordinator's broker
+// handles, so the completion goes on at once, and the answer says when it
+// is done. On the same cluster, over pauses from none to 300 ms, 5 of 800
+// transactions begun after a settle were held, against 704 of 800 without
+// (the benchmarks' txnsteps, with and without -settle; docs/OPERATIONS.md).
+// A request to either other broker releases nothing.
+
+const (
+	// settlePoll is the pause between two questions of a settle.
+	settlePoll = time.Millisecond
+
+	// settleBound is the longest a settle asks. A transaction begun later
+	// than that is held no longer than it would have been without a settle,
+	// and a coordinator that does not answer within it does not delay the
+	// next write further.
+	settleBound = 50 * time.Millisecond
+)
+
+// settle asks the coordinator about the transaction of p that just ended
+// until its end is complete there, settleBound passes, or the client closes,
+// then closes done. Any error ends it: a broker without DescribeTransactions
+// (before Kafka 3.0) or a principal without DESCRIBE on the transactional id
+// only loses the shortcut. At most one settle of a producer runs at a time,
+// since the next transaction waits for it and only a transaction's end
+// starts one.
+func (p *roleProducer) settle(done chan<- struct{}) {
+	defer close(done)
+	ctx, cancel := context.WithTimeout(context.Background(), settleBound)
+	defer cancel()
+	req := kmsg.NewPtrDescribeTransactionsRequest()
+	req.TransactionalIDs = []string{p.role.name}
+	for {
+		resp, err := req.RequestWith(ctx, p.client)
+		if err != nil || len(resp.TransactionStates) != 1 {
+			return
+		}
+		if s := resp.TransactionStates[0]; s.ErrorCode != 0 || !ending(s.State) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(settlePoll):
+		}
+	}
+}
+
+// ending reports whether state, as DescribeTransactions names it, is that of
+// a transaction whose end the coordinator has not completed.
+func ending(state string) bool {
+	switch state {
+	case "PrepareCommit", "PrepareAbort", "PrepareEpochFence":
+		return true
+	}
+	return false
+}
+
+// startSettle starts the settle of the transaction that just ended, unless
+// the producer has ended.
+func (p *roleProducer) startSettle() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ended != nil {
+		return
+	}
+	done := make(chan struct{})
+	p.settled = done
+	go p.settle(done)
+}
+
+// settling returns the channel of the last settle, closed once it ended, or
+// nil when none ran.
+func (p *roleProducer) settling() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.settled
+}
+
+// waitSettled waits for the settle of the last transaction, or returns the
+// error of ctx.
+func (p *roleProducer) waitSettled(ctx context.Context) error {
+	done := p.settling()
+	if done == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// close lets the settle of the last transaction end, which takes no longer
+// than settleBound, so that a successor's InitProducerId finds that
+// transaction complete, then ends the producer with reason.
+func (p *roleProducer) close(reason error) {
+	if done := p.settling(); done != nil {
+		<-done
+	}
+	p.end(reason)
+	// A transaction that was in flight may have ended and started a settle
+	// meanwhile; the closed client ends it at its next request.
+	if done := p.settling(); done != nil {
+		<-done
+	}
+}
