@@ -13,14 +13,13 @@ import (
 )
 
 // DefaultPauses are the pauses after each commit that the ceiling sweeps.
-// A transactions-v2 coordinator answers CONCURRENT_TRANSACTIONS to a
-// transaction that starts while the markers of the one before are still
-// being written, and the client then backs off; a short pause may avoid
-// that. The dispatcher's own commit gap and linger play the same part.
-// The best pause lies near the dispatcher's wait after a commit (2 to 3
-// ms): a sweep of 0, 2, 5 and 10 ms alone left the dispatcher above its
-// ceiling at rounds of 100 (1.02, 1.00 to 1.06), so it steps by a
-// millisecond there.
+// A transaction begun before its coordinator completed the one before is
+// held by its partition leader; the raw producer settles each commit, as
+// the transport does (settle.go), and a pause may still spare a question
+// or two, as the dispatcher's own commit gap and linger do. The sweep steps
+// by a millisecond near the dispatcher's wait after a commit (2 to 3 ms):
+// a sweep of 0, 2, 5 and 10 ms alone once left the dispatcher above its
+// ceiling at rounds of 100 (1.02, 1.00 to 1.06).
 var DefaultPauses = []time.Duration{0, time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond}
 
 // ProducerOptions returns the franz-go options of the producer that a
@@ -112,6 +111,10 @@ type RawProducer struct {
 	keepSteps    bool
 	produce, end []time.Duration
 
+	// settle, when set, settles each commit before the next transaction
+	// begins (settle.go); its wait counts in the next transaction's time.
+	settle *settler
+
 	client    *kgo.Client
 	topic     string
 	partition int32
@@ -138,11 +141,14 @@ func NewRawProducer(ctx context.Context, brokers []string, topic, transactionalI
 		cl.Close()
 		return nil, fmt.Errorf("init producer id: %w", err)
 	}
-	return &RawProducer{Retries: retries, client: cl, topic: topic, commands: commands}, nil
+	return &RawProducer{Retries: retries, client: cl, topic: topic, commands: commands, settle: &settler{client: cl, id: transactionalID}}, nil
 }
 
 // Close closes the client.
-func (p *RawProducer) Close() { p.client.Close() }
+func (p *RawProducer) Close() {
+	p.client.Close()
+	p.settle.wait()
+}
 
 // CommitSteps is the time of the two steps of a producer's transactions:
 // Produce, from the begin to the acknowledgement of every record, and End,
@@ -258,6 +264,7 @@ func (p *RawProducer) record(c *CommandRecords, j int) *kgo.Record {
 // transport's WriteGuarded does, and returns its time.
 func (p *RawProducer) transact(ctx context.Context, records []*kgo.Record) (time.Duration, error) {
 	began := time.Now()
+	p.settle.wait()
 	if err := p.client.BeginTransaction(); err != nil {
 		return 0, fmt.Errorf("begin transaction: %w", err)
 	}
@@ -269,6 +276,7 @@ func (p *RawProducer) transact(ctx context.Context, records []*kgo.Record) (time
 	if err := p.client.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return 0, fmt.Errorf("commit: %w", err)
 	}
+	p.settle.start()
 	if p.keepSteps {
 		p.produce = append(p.produce, produced.Sub(began))
 		p.end = append(p.end, time.Since(produced))

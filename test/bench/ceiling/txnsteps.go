@@ -33,6 +33,10 @@ type StepsProbe struct {
 	// AfterRead, which needs it, begins each transaction after the reader
 	// read the record of the one before, instead of after Pause.
 	Reader, AfterRead bool
+
+	// Settle has the producer settle each commit before its next
+	// transaction, as the transport does (settle.go).
+	Settle bool
 }
 
 // ProbeCommitSteps commits transactions of one small record each with the
@@ -69,6 +73,10 @@ func ProbeCommitSteps(ctx context.Context, p StepsProbe) (CommitSteps, error) {
 	// The producer's own transact times the steps, as it does for the
 	// ceiling, from the first transaction after the warm-up.
 	raw := &RawProducer{client: cl, topic: p.Topic}
+	if p.Settle {
+		raw.settle = &settler{client: cl, id: p.TransactionalID}
+	}
+	defer raw.settle.wait()
 	const warm = 3
 	for i := range warm + p.Transactions {
 		r := &kgo.Record{Topic: p.Topic, Partition: p.Partitions[i%len(p.Partitions)], Value: []byte("probe")}

@@ -64,6 +64,22 @@ func TestProbeCommitSteps(t *testing.T) {
 		t.Fatalf("waiting for the reader: %v", err)
 	}
 
+	// A settled probe waits, before it returns, until the coordinator
+	// answered that its last commit was complete; without the settle a
+	// quiet cluster describes it as PrepareCommit still.
+	settled := topic + "-settled"
+	if _, err := ProbeCommitSteps(ctx, StepsProbe{Brokers: addrs, Topic: topic, TransactionalID: settled,
+		Partitions: []int32{0}, Transactions: 3, Settle: true}); err != nil {
+		t.Fatalf("settled: %v", err)
+	}
+	described, err := adm.DescribeTransactions(ctx, settled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if txn := described[settled]; txn.Err != nil || txn.State != "CompleteCommit" {
+		t.Errorf("after a settled probe the coordinator describes its transaction as %q (%v); want CompleteCommit", txn.State, txn.Err)
+	}
+
 	// The cluster of the tests keeps Kafka's default of 20 ms unless its
 	// start set the setting (scripts/services/10-kafka.sh: lines of
 	// server.properties in KRABKA_KAFKA_BROKER_PROPERTIES).

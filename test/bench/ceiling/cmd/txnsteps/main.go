@@ -14,7 +14,9 @@
 // many produces took that backoff or longer (a transaction that the
 // partition leader held at its first produce and checked again after it).
 // The pause "read" begins each transaction once the reader has read the
-// record of the one before.
+// record of the one before. With -settle the producer asks the coordinator
+// after each commit until the commit is complete there, as the dispatcher's
+// transport does, and begins the next transaction after that.
 package main
 
 import (
@@ -48,6 +50,7 @@ func run() error {
 	transactions := flag.Int("transactions", 40, "timed transactions at each pause and placement")
 	partitions := flag.Int("partitions", 3, "partitions of the probe's topic; \"moving\" begins each transaction on the next one")
 	replication := flag.Int("replication", 3, "replication factor of the probe's topic (min.insync.replicas one less, at least 1)")
+	settle := flag.Bool("settle", false, "ask the coordinator after each commit until it completed the commit, and begin the next transaction after that, as the transport does")
 	flag.Parse()
 	if *brokers == "" {
 		return errors.New("no brokers: set -brokers or KRABKA_KAFKA_BROKERS")
@@ -108,7 +111,11 @@ func run() error {
 		all[i] = int32(i)
 	}
 
-	fmt.Printf("The brokers' `%s` is %d ms. Each row: %d transactions of one record, after 3 untimed.\n\n", backoffSetting, ms, *transactions)
+	fmt.Printf("The brokers' `%s` is %d ms. Each row: %d transactions of one record, after 3 untimed", backoffSetting, ms, *transactions)
+	if *settle {
+		fmt.Print("; each begun once the coordinator answered that the one before was complete (-settle), which its pause overlaps")
+	}
+	fmt.Print(".\n\n")
 	fmt.Println("| Pause after each commit | Partitions | A reader fetches them | Produce p50 / p99 ms | EndTxn p50 / p99 ms | Produces of the backoff or longer |")
 	fmt.Println("|---:|---|---|---|---|---:|")
 	for i, pause := range ps {
@@ -125,7 +132,7 @@ func run() error {
 				}
 				steps, err := ceiling.ProbeCommitSteps(ctx, ceiling.StepsProbe{
 					Brokers: addrs, Topic: topic, TransactionalID: fmt.Sprintf("%s-%s-%d-%t", topic, place.name, i, reader),
-					Partitions: place.parts, Pause: pause.d, AfterRead: pause.afterRead, Transactions: *transactions, Reader: reader,
+					Partitions: place.parts, Pause: pause.d, AfterRead: pause.afterRead, Transactions: *transactions, Reader: reader, Settle: *settle,
 				})
 				if err != nil {
 					return fmt.Errorf("pause %s, %s partition, reader %t: %w", pause.name, place.name, reader, err)
