@@ -53,30 +53,21 @@ const (
 
 	// DefaultCommitGap is the default shortest time between the end of one
 	// transaction of the command log and the start of the next, unless the
-	// queue is full. After a transaction commits, the broker still writes its
-	// commit markers; a produce that reaches the partition leader before they
-	// are written waits there for add.partitions.to.txn.retry.backoff.ms (20
-	// ms by default; transactions v2, KAFKA-18654), so a transaction started
-	// at once takes 35 to 50 ms where one started a few milliseconds later
-	// takes 23 to 29. The gap overlaps the commit linger: a record waits for
+	// queue is full. The gap overlaps the commit linger: a record waits for
 	// whichever ends later, never for both in turn. Change it with
 	// [WithCommitGap]; zero turns it off.
 	//
-	// 2ms is measured on three brokers on one two-core host with Kafka's
-	// default backoff (the end-to-end comparison of docs/PERFORMANCE.md,
-	// closed rounds, three alternating repetitions a run): a raw
-	// transactional producer committed the most commands a second with a
-	// pause of 2ms after each commit (of 0, 2, 5 and 10ms) at every batch
-	// from 1 to 1,000 (a finer sweep later found 1ms level with 2ms or up
-	// to 4% ahead, both far ahead of 0 and 5ms), and the dispatcher came to
-	// 0.96 to 1.00 of that at rounds of 1 command, 0.97 at 10 and 0.90 to
-	// 0.96 at 100 with a gap of 2ms, against 0.86 to 0.90, 0.89 to 0.90 and
-	// 0.88 to 0.91 with 5ms; rounds of 1,000 were alike (0.77 to 0.82 and
-	// 0.75 to 0.82). 5ms was
-	// chosen when a round's outcomes took a transaction of their own; now
-	// that they ride with the next round's commands ([DefaultOutcomeLinger]),
-	// the longer gap idles. On brokers whose backoff is lowered, no gap did
-	// better than the old 5ms (docs/OPERATIONS.md).
+	// The gap was chosen, at 2ms, when a transaction begun within some
+	// milliseconds of a commit was held by its partition leader for the
+	// brokers' add.partitions.to.txn.retry.backoff.ms (20 ms by default)
+	// once more than one begun later: a raw transactional producer
+	// committed the most commands a second with a pause of 1 to 2ms after
+	// each commit, at every batch from 1 to 1,000. The transport now has
+	// the coordinator complete each commit before the role's next
+	// transaction begins (coordination.KafkaTransport.WriteGuarded), which
+	// spares that hold itself; measured since (docs/OPERATIONS.md, "Commit
+	// latency and the brokers"), 2ms is level with no gap or a little
+	// ahead, and the default stays.
 	DefaultCommitGap = 2 * time.Millisecond
 
 	// DefaultOutcomeLinger is the default longest wait of outcome records

@@ -49,8 +49,9 @@
 //     token of the transaction that writes it, in its value and its headers,
 //     with the member and the W3C trace context. The next transaction
 //     starts no sooner than [WithCommitGap] after the one before ended,
-//     while the broker writes that one's commit markers, unless the queue
-//     is full.
+//     unless the queue is full, and not before the transaction
+//     coordinator has completed that one (the transport settles each
+//     commit; see coordination.KafkaTransport.WriteGuarded).
 //  4. Dispatch. Only a command whose Issued (or Redispatched) record
 //     committed is dispatched, and the device receives the token that record
 //     was written under. One device's commands go in log order, one at a

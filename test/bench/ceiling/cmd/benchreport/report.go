@@ -213,9 +213,10 @@ func (r *report) writeE2E(w func(string, ...any)) error {
 	w("(`ceiling.ProducerOptions`: its retry backoff of 100 ms doubling to 1 s, metadata min age, acks=all, idempotence,\n")
 	w("manual partitioner, the lease as transaction timeout), writing the records the dispatcher writes for a command, its\n")
 	w("Issued and its Outcome record with their headers, encoded by `dispatch.EncodeEntry` before the timed loop, a batch\n")
-	w("of commands per transaction, committing and reading the token after the commit as `WriteGuarded` does. A\n")
-	w("transactions-v2 coordinator answers CONCURRENT_TRANSACTIONS to a transaction begun while the previous one's\n")
-	w("markers are still written, so the ceiling sweeps a pause after each commit (%s) and takes the best.\n\n", durations(r.e2e[0].Pauses))
+	w("of commands per transaction, committing and reading the token after the commit as `WriteGuarded` does, and,\n")
+	w("as it does, asking the coordinator after each commit until the commit is complete there before the next\n")
+	w("transaction begins (a transaction begun sooner is held by its partition leader; see \"Commit latency and the\n")
+	w("brokers\" in OPERATIONS.md). The ceiling sweeps a pause after each commit (%s) and takes the best.\n\n", durations(r.e2e[0].Pauses))
 	w("Both sides warm up (%s each), then run %d alternating repetitions (dispatcher first, then ceiling first) of %s per\n", r.opts.warmup, r.opts.reps, r.opts.point)
 	w("side and pause. Rates and ratio are medians over the repetitions, with the lowest and highest beside them; the ratio\n")
 	w("of each repetition is the dispatcher's rate over that repetition's best ceiling. Latencies pool every repetition.\n")
@@ -225,8 +226,7 @@ func (r *report) writeE2E(w func(string, ...any)) error {
 	w("a client saw CONCURRENT_TRANSACTIONS (counted from franz-go's debug log on both sides; each would cost a retry\n")
 	w("backoff, 100 ms for a produce with the transport's options). Since Kafka 4.0 the partition leader retries a\n")
 	w("produce that meets it on the server side (KAFKA-18654), so the clients rarely see one: the cost of beginning a\n")
-	w("transaction while the previous one's markers are still written shows instead as a slower commit, which the\n")
-	w("ceiling's sweep of pauses measures.\n\n")
+	w("transaction before the coordinator completed the previous one shows instead as a slower commit.\n\n")
 	w("| Batch | Dispatch cmd/s (min-max) | Ceiling cmd/s (min-max) | Ratio (min-max) | Target | Best pause | Dispatch p50 / p99 / p999 ms | Ceiling commit p50 / p99 / p999 ms | Samples | Dispatcher transactions per round | Records per transaction | Mean transaction ms | Share of time in transactions | CONCURRENT_TRANSACTIONS per transaction |\n|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|\n")
 	var disp, raw, ratio, dp50, rp50, dp99, rp99, xs []float64
 	for _, p := range r.e2e {
