@@ -14,9 +14,10 @@ import (
 // loopback port and accepting every client.
 type InProcess struct {
 	// Addr is the host:port the broker listens on.
-	Addr   string
-	server *mochi.Server
-	subs   int
+	Addr     string
+	server   *mochi.Server
+	listener *listeners.TCP
+	subs     int
 }
 
 // URL returns the tcp:// URL of the broker.
@@ -25,9 +26,26 @@ func (b *InProcess) URL() string { return "tcp://" + b.Addr }
 // Close stops the broker and drops its clients. The test's cleanup calls
 // it too; a second call does nothing.
 func (b *InProcess) Close() {
-	if b.server != nil {
-		_ = b.server.Close()
-		b.server = nil
+	if b.server == nil {
+		return
+	}
+	// mochi's own Close lists the listener's clients with
+	// Clients.GetByListener, which read-locks the client map twice and
+	// deadlocks when a disconnecting client's Delete asks for the write lock
+	// in between (mochi-mqtt/server issue 488): a test hung in its cleanup.
+	// Closing the listener first, with a closer that reads the map once,
+	// stops new connections and leaves the server's Close no client to list.
+	b.listener.Close(b.dropClients)
+	_ = b.server.Close()
+	b.server = nil
+}
+
+// dropClients disconnects the clients of listener.
+func (b *InProcess) dropClients(listener string) {
+	for _, cl := range b.server.Clients.GetAll() {
+		if cl.Net.Listener == listener && !cl.Closed() {
+			_ = b.server.DisconnectClient(cl, packets.ErrServerShuttingDown)
+		}
 	}
 }
 
@@ -50,7 +68,7 @@ func StartInProcess(t testing.TB, addr string) *InProcess {
 	if err := server.Serve(); err != nil {
 		t.Fatalf("mqtttest: serve: %v", err)
 	}
-	b := &InProcess{Addr: l.Address(), server: server}
+	b := &InProcess{Addr: l.Address(), server: server, listener: l}
 	t.Cleanup(b.Close)
 	return b
 }
