@@ -2,8 +2,11 @@ package coordination
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -30,10 +33,10 @@ import (
 // 500 ms by default). The next transaction's own produce is that request:
 // it wakes the followers and is itself held.
 //
-// So after each end a producer settles: it asks the coordinator for the
-// transaction's state (DescribeTransactions) every settlePoll until the
-// state is no longer a Prepare one, and the next transaction of the role
-// begins after that. Each question is a request the coordinator's broker
+// So after each end a producer settles ([SettleTransaction]): it asks the
+// coordinator for the transaction's state (DescribeTransactions) every
+// settlePoll until the state is no longer a Prepare one, and the next
+// transaction of the role begins after that. Each question is a request the coordinator's broker
 // handles, so the completion goes on at once, and the answer says when it
 // is done. On the same cluster, over pauses from none to 300 ms, 5 of 800
 // transactions begun after a settle were held, against 704 of 800 without
@@ -50,30 +53,45 @@ const (
 	settleBound = 50 * time.Millisecond
 )
 
-// settle asks the coordinator about the transaction of p that just ended
-// until its end is complete there, settleBound passes, or the client closes,
-// then closes done. Any error ends it: a broker without DescribeTransactions
-// (before Kafka 3.0) or a principal without DESCRIBE on the transactional id
-// only loses the shortcut. At most one settle of a producer runs at a time,
-// since the next transaction waits for it and only a transaction's end
-// starts one.
-func (p *roleProducer) settle(done chan<- struct{}) {
-	defer close(done)
-	ctx, cancel := context.WithTimeout(context.Background(), settleBound)
+// SettleTransaction asks the transaction coordinator of transactionalID,
+// through client, for the state of the id's transaction (DescribeTransactions)
+// every millisecond until the coordinator has completed its last commit or
+// abort, for 50ms at most. A producer that begins its next transaction after
+// it returns is not held by a partition leader for a transaction still
+// ending, and on a quiet cluster the questions are what lets the coordinator
+// complete it (see above). [KafkaTransport] settles each of its transactions
+// so; a program with a franz-go transactional producer of its own can call
+// it after each EndTransaction.
+//
+// It returns nil once the answer names a state other than a Prepare one, the
+// error of ctx or context.DeadlineExceeded when the bound passes first, and
+// the request's or the answer's error otherwise: a broker without
+// DescribeTransactions (before Kafka 3.0), or a principal without DESCRIBE
+// on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED). Such an
+// error costs only the shortcut.
+func SettleTransaction(ctx context.Context, client *kgo.Client, transactionalID string) error {
+	ctx, cancel := context.WithTimeout(ctx, settleBound)
 	defer cancel()
 	req := kmsg.NewPtrDescribeTransactionsRequest()
-	req.TransactionalIDs = []string{p.role.name}
+	req.TransactionalIDs = []string{transactionalID}
 	for {
-		resp, err := req.RequestWith(ctx, p.client)
-		if err != nil || len(resp.TransactionStates) != 1 {
-			return
+		resp, err := req.RequestWith(ctx, client)
+		switch {
+		case err != nil:
+			return fmt.Errorf("coordination: settle the transaction of %s: %w", transactionalID, err)
+		case len(resp.TransactionStates) != 1:
+			return fmt.Errorf("coordination: settle the transaction of %s: the coordinator described %d transactions", transactionalID, len(resp.TransactionStates))
 		}
-		if s := resp.TransactionStates[0]; s.ErrorCode != 0 || !ending(s.State) {
-			return
+		s := resp.TransactionStates[0]
+		if err := kerr.ErrorForCode(s.ErrorCode); err != nil {
+			return fmt.Errorf("coordination: settle the transaction of %s: %w", transactionalID, err)
+		}
+		if !ending(s.State) {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return ctx.Err()
 		case <-time.After(settlePoll):
 		}
 	}
@@ -99,7 +117,13 @@ func (p *roleProducer) startSettle() {
 	}
 	done := make(chan struct{})
 	p.settled = done
-	go p.settle(done)
+	// At most one settle of a producer runs at a time: the next
+	// transaction waits for this one, and only a transaction's end starts
+	// one. Its error costs only the shortcut (see SettleTransaction).
+	go func() {
+		defer close(done)
+		_ = SettleTransaction(context.Background(), p.client, p.role.name)
+	}()
 }
 
 // settling returns the channel of the last settle, closed once it ended, or

@@ -1,6 +1,8 @@
 package coordination_test
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -136,5 +138,33 @@ func TestKafkaSettleBounded(t *testing.T) {
 	// trip: fewer than 50 a settle.
 	if _, produces := log.counts(); len(produces) != 2 || produces[1] < 2 || produces[1] > 50 {
 		t.Fatalf("questions before each produce: %v; want the second after 2 to 50", produces)
+	}
+}
+
+// TestSettleTransactionErrors: the exported call reports how a settle
+// ended: nil at a complete state, the refusal that ended it, and the bound
+// that passed while the coordinator still described the end as pending.
+func TestSettleTransactionErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		state string
+		code  int16
+		want  error
+	}{
+		{"complete", "CompleteCommit", 0, nil},
+		{"refused", "", kerr.TransactionalIDAuthorizationFailed.Code, kerr.TransactionalIDAuthorizationFailed},
+		{"pending past the bound", "PrepareCommit", 0, context.DeadlineExceeded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env, c := fakeEnv(t)
+			var log settleLog
+			log.watch(c, func(req *kmsg.DescribeTransactionsRequest, _ int) *kmsg.DescribeTransactionsResponse {
+				return describeAs(req, tc.state, tc.code)
+			})
+			err := coordination.SettleTransaction(testCtx(t, 30*time.Second), env.client(t), "settle")
+			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+				t.Fatalf("SettleTransaction = %v, want %v", err, tc.want)
+			}
+		})
 	}
 }
