@@ -34,8 +34,11 @@ type roleProducer struct {
 	// ended is the reason the client was closed, nil while it is open.
 	ended error
 	// settled is closed when the settle of the last transaction ends
-	// (kafka_settle.go), nil while none ran.
-	settled chan struct{}
+	// (kafka_settle.go), nil while none ran. noSettle is set once the
+	// coordinator refused a settle's question: the producer settles no
+	// more.
+	settled  chan struct{}
+	noSettle bool
 }
 
 func newRoleProducer(role Role, client *kgo.Client, token FencingToken) *roleProducer {

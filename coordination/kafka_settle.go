@@ -2,6 +2,7 @@ package coordination
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -108,22 +109,38 @@ func ending(state string) bool {
 }
 
 // startSettle starts the settle of the transaction that just ended, unless
-// the producer has ended.
+// the producer has ended or a coordinator refused to describe its
+// transactions.
 func (p *roleProducer) startSettle() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.ended != nil {
+	if p.ended != nil || p.noSettle {
 		return
 	}
 	done := make(chan struct{})
 	p.settled = done
 	// At most one settle of a producer runs at a time: the next
 	// transaction waits for this one, and only a transaction's end starts
-	// one. Its error costs only the shortcut (see SettleTransaction).
+	// one. Its error costs only the shortcut (see SettleTransaction); a
+	// refusal would cost each later transaction a question for nothing.
 	go func() {
 		defer close(done)
-		_ = SettleTransaction(context.Background(), p.client, p.role.name)
+		if err := SettleTransaction(context.Background(), p.client, p.role.name); refused(err) {
+			p.mu.Lock()
+			p.noSettle = true
+			p.mu.Unlock()
+		}
 	}()
+}
+
+// refused reports whether err is a coordinator's answer that asking again
+// will not change, such as TRANSACTIONAL_ID_AUTHORIZATION_FAILED for a
+// principal without DESCRIBE on the transactional id: an error of Kafka that
+// is not retriable. A coordinator that is loading or moving, a broker that
+// went away and the settle's bound are not refusals.
+func refused(err error) bool {
+	var ke *kerr.Error
+	return errors.As(err, &ke) && !ke.Retriable
 }
 
 // settling returns the channel of the last settle, closed once it ended, or

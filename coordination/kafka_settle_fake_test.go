@@ -64,7 +64,11 @@ func describeAs(req *kmsg.DescribeTransactionsRequest, state string, code int16)
 
 // writeTwice commits two guarded writes of one record on a fresh role and
 // topic, and fails the test on an error.
-func writeTwice(t *testing.T, env kafkaEnv) {
+func writeTwice(t *testing.T, env kafkaEnv) { writeN(t, env, 2) }
+
+// writeN commits n guarded writes of one record on a fresh role and topic,
+// and fails the test on an error.
+func writeN(t *testing.T, env kafkaEnv, n int) {
 	t.Helper()
 	ctx := testCtx(t, 30*time.Second)
 	tr := env.transport(t, testLease(t))
@@ -75,7 +79,7 @@ func writeTwice(t *testing.T, env kafkaEnv) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 2 {
+	for i := range n {
 		records := []coordination.GuardedRecord{{Partition: coordination.TopicPartition{Topic: topic}, Value: []byte("x")}}
 		if token, err = tr.WriteGuarded(ctx, role, token, records); err != nil {
 			t.Fatalf("write %d: %v", i, err)
@@ -109,17 +113,31 @@ func TestKafkaSettleAsksUntilComplete(t *testing.T) {
 }
 
 // TestKafkaSettleEndsAtARefusal: a principal without Describe on the
-// transactional id is refused the question; the settle ends at the refusal
-// and the writes go on as without it.
+// transactional id is refused the question; the settle ends at the refusal,
+// the producer asks no more, and the writes go on as without it.
 func TestKafkaSettleEndsAtARefusal(t *testing.T) {
 	env, c := fakeEnv(t)
 	var log settleLog
 	log.watch(c, func(req *kmsg.DescribeTransactionsRequest, _ int) *kmsg.DescribeTransactionsResponse {
 		return describeAs(req, "", kerr.TransactionalIDAuthorizationFailed.Code)
 	})
-	writeTwice(t, env)
-	if questions, produces := log.counts(); len(produces) != 2 || produces[1] != 1 {
-		t.Fatalf("%d questions, %v before each produce; want one question after the first commit, before the second produce", questions, produces)
+	writeN(t, env, 3)
+	if questions, produces := log.counts(); questions != 1 || len(produces) != 3 || produces[1] != 1 {
+		t.Fatalf("%d questions, %v before each produce; want one question, after the first commit and before the second produce, and none after the refusal", questions, produces)
+	}
+}
+
+// TestKafkaSettleAsksAgainAfterARetriableError: a coordinator that is
+// loading is no refusal; the producer asks again after the next commit.
+func TestKafkaSettleAsksAgainAfterARetriableError(t *testing.T) {
+	env, c := fakeEnv(t)
+	var log settleLog
+	log.watch(c, func(req *kmsg.DescribeTransactionsRequest, _ int) *kmsg.DescribeTransactionsResponse {
+		return describeAs(req, "", kerr.CoordinatorLoadInProgress.Code)
+	})
+	writeN(t, env, 3)
+	if _, produces := log.counts(); len(produces) != 3 || produces[1] < 1 || produces[2] <= produces[1] {
+		t.Fatalf("questions before each produce: %v; want some after the first commit and more after the second", produces)
 	}
 }
 

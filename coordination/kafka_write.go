@@ -60,7 +60,9 @@ func (t *KafkaTransport) WriteLease(ctx context.Context, partition TopicPartitio
 // on a quiet cluster the completion itself waits for a request to reach the
 // coordinator's broker. The questions are that request. A call returns as
 // soon as its commit does, so the wait falls on the next transaction, and
-// only when the next transaction comes before the coordinator is done.
+// only when the next transaction comes before the coordinator is done. A
+// coordinator that refuses the question (a principal without DESCRIBE on
+// the transactional id) is not asked again by that producer.
 //
 // token must be the role producer's current token, the last one that
 // AcquireEpoch or a WriteGuarded of this role returned. A token that this
