@@ -623,6 +623,52 @@ func TestFullCheckpointDue(t *testing.T) {
 	}
 }
 
+// TestCheckpointIDsPerRecord runs the schedule of fullCheckpointDueLocked
+// over a window of steady size, one new ID every two records and a
+// checkpoint every interval, and counts the compact IDs the checkpoints
+// write: the full ones about checkpointDivisor a record, and the deltas,
+// which hold the IDs added since the full one (here an eighth of the
+// window at most), about window/(4 x checkpointDivisor x interval) a
+// record, as the package doc and checkpointDivisor's say.
+func TestCheckpointIDsPerRecord(t *testing.T) {
+	const (
+		interval = 100
+		ids      = 64 * interval
+		records  = 40 * ids
+	)
+	w := newIDWindow()
+	for i := range ids {
+		w.add(CheckpointID{Hash: uint64(i + 1), First: int64(2 * i), Outcome: int64(2*i + 1), SubmittedAt: at})
+	}
+	d := &Dispatcher{cfg: &config{checkpointInterval: interval}, ids: w,
+		cpBase: &CheckpointBase{Token: mustToken(t, 1, 0), First: 1, Last: 1}, cpSeq: 1}
+	var whole, delta int
+	for r := 1; r <= records; r++ {
+		d.cpFullSince++
+		if r%2 == 0 {
+			// The window's size is steady: an ID leaves as one comes.
+			d.cpAdded = append(d.cpAdded, addedID{hash: uint64(ids + r)})
+		}
+		if r%interval != 0 {
+			continue
+		}
+		if d.fullCheckpointDueLocked() {
+			whole += d.ids.len()
+			d.cpFullSince, d.cpAdded = 0, nil
+		} else {
+			delta += len(d.cpAdded)
+		}
+	}
+	perRecord := func(n int) float64 { return float64(n) / records }
+	if got := perRecord(whole); got < 0.9*checkpointDivisor || got > 1.1*checkpointDivisor {
+		t.Errorf("full checkpoints wrote %.2f IDs a record, want about %d", got, checkpointDivisor)
+	}
+	want := float64(ids) / (4 * checkpointDivisor * interval)
+	if got := perRecord(delta); got < 0.85*want || got > 1.1*want {
+		t.Errorf("deltas wrote %.2f IDs a record, want about %.2f", got, want)
+	}
+}
+
 // TestReadHalves reads ranges in two halves at once: the entries come back
 // whole and in offset order, the records read add up, and an error of
 // either half fails the read.

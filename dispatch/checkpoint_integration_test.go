@@ -128,7 +128,7 @@ func TestCheckpointBoundsRecovery(t *testing.T) {
 		neighbour = 3_000
 		// The tail's records come to an interval, after which the first
 		// leader writes a delta on the full checkpoint it wrote when it
-		// recovered: a full one is due only every 100,000/16 records.
+		// recovered: a full one is due only every 100,000/4 records.
 		tail = interval / 2
 	)
 	// KRABKA_CHECKPOINT_HISTORY sets a longer history for a measurement by

@@ -21,7 +21,16 @@ const checkpointProbe = 5 * time.Second
 // for checkpoints stay a bounded share of the log however large the window.
 // In between, a delta checkpoint every interval holds the IDs added since
 // the last full one, so that a recovery reads a bounded tail of records.
-const checkpointDivisor = 16
+//
+// Full checkpoints cost about checkpointDivisor compact IDs a record (16 to
+// 19 bytes each), and the deltas between them, which hold the IDs added
+// since the full one, about window/(4 x checkpointDivisor x interval) at
+// one new ID every two records: three at a million IDs and the default
+// interval. Four is near the fewest the two make together for windows of
+// about a million (the least is where they are equal); at sixteen the full
+// ones alone came to some 270 bytes a record, more than the records they
+// covered.
+const checkpointDivisor = 4
 
 // probeLoop marks a checkpoint due when the log partition moved a checkpoint
 // interval past the last checkpoint, even while this role writes nothing.
@@ -76,7 +85,7 @@ func (d *Dispatcher) checkpointDueLocked() bool {
 
 // fullCheckpointDueLocked reports whether the next checkpoint writes the
 // window whole: with no full checkpoint to build a delta on, when the
-// window is small enough to be written whole every interval (a sixteenth of
+// window is small enough to be written whole every interval (a quarter of
 // its IDs at most an interval), or when the full one is as old as
 // checkpointDivisor says. The first checkpoint after a takeover is a delta
 // on the predecessor's base unless it would hold more than a quarter of the

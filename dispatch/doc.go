@@ -461,14 +461,17 @@
 // when it wrote nothing itself: roles share partitions, and a busy
 // neighbour moves the partition while this role is idle. Most of a large
 // window does not change from one checkpoint to the next, so the window is
-// written whole only every interval, or after one record for each sixteen
+// written whole only every interval, or after one record for each four
 // compact IDs when that is more (a window of a million IDs, 16 to 19 MB of
-// checkpoint, is written about every 62,500 records): the bytes of full
-// checkpoints stay a fixed share of the log however large the window. When
-// that is more than an interval, the checkpoints in between are deltas
-// ([CheckpointBase]): the commands and
-// the intake position whole, and only the compact IDs added since the
-// newest full checkpoint, which the delta names by its offsets. A delta
+// checkpoint, is written about every 250,000 records): the bytes of full
+// checkpoints stay a fixed share of the log however large the window, 64
+// to 76 bytes a record. When the window is written whole less often than
+// every interval, the checkpoints in between are deltas ([CheckpointBase]):
+// the commands and the intake position whole, and only the compact IDs
+// added since the newest full checkpoint, which the delta names by its
+// offsets. They add about window/(16 x interval) IDs a record when a
+// command's two records add one ID (some 50 to 60 bytes at a million IDs
+// and the default interval). A delta
 // always builds on the role's newest full checkpoint: a leader that
 // recovered from a checkpoint builds on the one it recovered from (or on
 // that one's base), adding the IDs of the delta and of the records it read

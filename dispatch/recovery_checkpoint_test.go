@@ -242,17 +242,32 @@ func TestCheckpointRecovery(t *testing.T) {
 	whole.stop(t)
 	second.stop(t)
 	verifyClean(t, log)
-	// A window of at most 16 intervals of IDs is written whole every time,
-	// in the layout the release before reads, the successor's first
-	// checkpoint included.
+	// A window of at most checkpointDivisor intervals of IDs is written
+	// whole every time, in the layout the release before reads, the
+	// successor's first checkpoint included; a larger one may be a delta on
+	// the newest whole one before it.
 	cps := checkpointsOf(t, log.entries(t))
 	if last := cps[len(cps)-1]; last.token != second.leader.Token() {
 		t.Fatalf("the successor wrote no checkpoint; the last is by %s", last.token)
 	}
+	fulls := map[int64]loggedCheckpoint{} // by the offset of the last part
+	deltas := 0
 	for _, cp := range cps {
-		if cp.Base != nil {
-			t.Fatalf("a window of at most 1,100 IDs was checkpointed as a delta at offset %d", cp.last)
+		if cp.Base == nil {
+			fulls[cp.last] = cp
+			continue
 		}
+		deltas++
+		base, ok := fulls[cp.Base.Last]
+		if !ok || base.first != cp.Base.First {
+			t.Fatalf("the delta at offset %d names a base at offsets %d to %d that no whole checkpoint before it took", cp.last, cp.Base.First, cp.Base.Last)
+		}
+		if n := len(base.IDs) + len(cp.IDs); n <= checkpointDivisor*interval {
+			t.Fatalf("a window of %d IDs, at most %d intervals, was checkpointed as a delta at offset %d", n, checkpointDivisor, cp.last)
+		}
+	}
+	if deltas == 0 {
+		t.Fatalf("a window of some 1,100 IDs, more than %d intervals, was never checkpointed as a delta", checkpointDivisor)
 	}
 }
 

@@ -236,12 +236,12 @@ func fullLog(t *testing.T, interval int) (*leaderLog, loggedCheckpoint, coordina
 	log := &leaderLog{}
 	first := startLeader(t, log, &rangeLog{leaderLog: log}, 0, map[string]Device{"dev": &countingDevice{}}, WithCheckpointInterval(interval))
 	var ids []string
-	// A window of fewer than checkpointDivisor x interval IDs is written
+	// A window of at most checkpointDivisor x interval IDs is written
 	// whole at every checkpoint.
 	for round := range 3 {
 		prefix := fmt.Sprintf("r%d", round)
-		submitMany(t, first.d, prefix, 2*interval, time.Now())
-		for i := range 2 * interval {
+		submitMany(t, first.d, prefix, interval, time.Now())
+		for i := range interval {
 			ids = append(ids, fmt.Sprintf("%s-%d", prefix, i))
 		}
 		otherRole(t, log, round, 30)
