@@ -3,6 +3,7 @@ package ceiling
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime/pprof"
 	"slices"
 	"time"
@@ -106,6 +107,13 @@ type E2EResult struct {
 	// DispatchTime is the dispatcher side's time over the repetitions.
 	DispatchTime time.Duration
 
+	// DispatchCPU and CeilingCPU are the CPU time this process used while
+	// each side ran, over the repetitions, and DispatchCommands and
+	// CeilingCommands the commands each side carried meanwhile: the
+	// ceiling's at every pause. The brokers' CPU is not in them.
+	DispatchCPU, CeilingCPU           time.Duration
+	DispatchCommands, CeilingCommands int64
+
 	// CeilingBytesPerCommand is the bytes of one command's records that
 	// the ceiling writes: its Issued and its Outcome record, keys, values
 	// and headers.
@@ -120,6 +128,18 @@ func (r E2EResult) BytesPerRound() (all, checkpoints float64) {
 		return 0, 0
 	}
 	return float64(r.Writes.Bytes) / float64(r.Rounds), float64(r.Writes.CheckpointBytes) / float64(r.Rounds)
+}
+
+// CPUPerCommand returns the CPU time this process used per command while
+// the dispatcher side ran and while the ceiling ran.
+func (r E2EResult) CPUPerCommand() (dispatch, ceiling time.Duration) {
+	per := func(cpu time.Duration, n int64) time.Duration {
+		if n == 0 {
+			return 0
+		}
+		return cpu / time.Duration(n)
+	}
+	return per(r.DispatchCPU, r.DispatchCommands), per(r.CeilingCPU, r.CeilingCommands)
 }
 
 // MeanWrite returns the mean time of one dispatcher transaction.
@@ -215,7 +235,17 @@ func RunE2E(ctx context.Context, cfg E2E) (E2EResult, error) {
 		r := E2ERep{Ceiling: make([]Summary, len(pauses))}
 		dispatchSide := func() error {
 			before, retries, mix := d.WriteStats(), d.Retries.Count(), d.Mix.Stats()
+			cpu, err := ownCPU()
+			if err != nil {
+				return err
+			}
 			samples, elapsed, perRound, err := runDispatch(cfg.Window)
+			used, cerr := ownCPU()
+			if err == nil {
+				err = cerr
+			}
+			res.DispatchCPU += used - cpu
+			res.DispatchCommands += int64(len(samples))
 			delta := d.WriteStats().Sub(before)
 			mixed := d.Mix.Stats().Sub(mix)
 			res.Mix = MixStats{Issuing: res.Mix.Issuing + mixed.Issuing, OutcomesOnly: res.Mix.OutcomesOnly + mixed.OutcomesOnly}
@@ -238,10 +268,20 @@ func RunE2E(ctx context.Context, cfg E2E) (E2EResult, error) {
 		ceilingSide := func() error {
 			for i, p := range pauses {
 				retries := raw.Retries.Count()
+				cpu, err := ownCPU()
+				if err != nil {
+					return err
+				}
 				s, err := runCeiling(p, cfg.Window)
 				if err != nil {
 					return fmt.Errorf("ceiling, pause %s, repetition %d: %w", p, rep+1, err)
 				}
+				used, err := ownCPU()
+				if err != nil {
+					return err
+				}
+				res.CeilingCPU += used - cpu
+				res.CeilingCommands += int64(s.Count)
 				res.CeilingRetries[i] += raw.Retries.Count() - retries
 				res.CeilingTxns[i] += int64(s.Count / cfg.Batch)
 				r.Ceiling[i] = s
@@ -270,6 +310,15 @@ func RunE2E(ctx context.Context, cfg E2E) (E2EResult, error) {
 	res.summarize(dispatchSamples, perRounds)
 	res.Drive = time.Duration(Median(drives))
 	return res, nil
+}
+
+// ownCPU returns the CPU time this process used since it started.
+func ownCPU() (time.Duration, error) {
+	p, err := ReadProc(os.Getpid())
+	if err != nil {
+		return 0, fmt.Errorf("ceiling: the CPU time of the bench: %w", err)
+	}
+	return p.CPU, nil
 }
 
 // summarize fills the medians, the spreads and the pooled latencies.

@@ -192,3 +192,37 @@ func TestCountFDsSeesASocket(t *testing.T) {
 		t.Errorf("threads %d, %v", n, err)
 	}
 }
+
+func TestCPUPerCommand(t *testing.T) {
+	r := E2EResult{DispatchCPU: 30 * time.Millisecond, DispatchCommands: 3000, CeilingCPU: 12 * time.Millisecond, CeilingCommands: 6000}
+	if d, c := r.CPUPerCommand(); d != 10*time.Microsecond || c != 2*time.Microsecond {
+		t.Errorf("CPUPerCommand = %s, %s; want 10µs, 2µs", d, c)
+	}
+	if d, c := (E2EResult{DispatchCPU: time.Second}).CPUPerCommand(); d != 0 || c != 0 {
+		t.Errorf("CPUPerCommand of no commands = %s, %s; want 0, 0", d, c)
+	}
+}
+
+// TestOwnCPUCountsThisProcess: the CPU time the harness charges a side grows
+// with the work this process does.
+func TestOwnCPUCountsThisProcess(t *testing.T) {
+	before, err := ownCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Spin until the process used 50 ms more, well above the 10 ms of the
+	// kernel's accounting, or give up after 10 s of wall time.
+	deadline := time.Now().Add(10 * time.Second)
+	var sink uint64
+	for time.Now().Before(deadline) {
+		for i := range 1_000_000 {
+			sink += uint64(i) * 2654435761
+		}
+		if now, err := ownCPU(); err != nil {
+			t.Fatal(err)
+		} else if now-before >= 50*time.Millisecond {
+			return
+		}
+	}
+	t.Fatalf("ownCPU did not grow by 50ms in 10s of spinning (%d)", sink)
+}

@@ -86,6 +86,9 @@ type options struct {
 	// commitGap and commitLinger, when not negative, replace the
 	// dispatcher's defaults in the end-to-end section.
 	commitGap, commitLinger time.Duration
+	// checkpointInterval, when above zero, replaces the dispatcher's
+	// checkpoint interval in the end-to-end section.
+	checkpointInterval int
 	// submit is how the end-to-end dispatcher side submits a batch.
 	submit ceiling.SubmitMode
 }
@@ -119,6 +122,7 @@ func run() error {
 	only := flag.String("only", "", "comma-separated sections to run: e2e,latency,backlog,mqtt,modbus,failover,handover,memory,roles (default all)")
 	flag.DurationVar(&o.commitGap, "commit-gap", -1, "dispatch.WithCommitGap of the end-to-end dispatcher (negative: the default)")
 	flag.DurationVar(&o.commitLinger, "commit-linger", -1, "dispatch.WithCommitLinger of the end-to-end dispatcher (negative: the default)")
+	flag.IntVar(&o.checkpointInterval, "checkpoint-interval", 0, "dispatch.WithCheckpointInterval of the end-to-end dispatcher (0: the default)")
 	submit := flag.String("submit", "batch", "how the end-to-end dispatcher side submits a round: batch (one Dispatcher.SubmitBatch) or each (a Submit per command, all at once)")
 	flag.Uint64Var(&o.seed, "seed", 0, "seed of the random signal phases (0 picks one)")
 	flag.BoolVar(&o.verbose, "v", false, "pass the measured processes' standard error through")

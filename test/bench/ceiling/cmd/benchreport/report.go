@@ -107,6 +107,9 @@ func (r *report) write() error {
 	if r.opts.commitLinger >= 0 {
 		w(", end-to-end commit linger %s", r.opts.commitLinger)
 	}
+	if r.opts.checkpointInterval > 0 {
+		w(", end-to-end checkpoint interval %d", r.opts.checkpointInterval)
+	}
 	if r.opts.submit != ceiling.SubmitBatched {
 		w(", end-to-end submits %s", r.opts.submit)
 	}
@@ -166,6 +169,8 @@ func yes(ok bool) string {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
+func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
 func measured(trials []ceiling.FailoverTrial) []time.Duration {
 	out := make([]time.Duration, len(trials))
 	for i, t := range trials {
@@ -208,7 +213,11 @@ func (r *report) writeE2E(w func(string, ...any)) error {
 	w("the round to the device's return, so it covers group commit (the Issued records committed under the token, acks=all,\n")
 	w("min.insync.replicas 2) and the dispatch. The outcome records commit in the background, in the transactions of\n")
 	w("later rounds. The dispatcher reads its log with `KafkaLogReader`, as the binary does, so it holds each settled command\n")
-	w("as a compact ID and writes a checkpoint every %d records of the role, first in the transaction of the next batch.\n\n", dispatch.DefaultCheckpointInterval)
+	interval := dispatch.DefaultCheckpointInterval
+	if r.opts.checkpointInterval > 0 {
+		interval = r.opts.checkpointInterval
+	}
+	w("as a compact ID and writes a checkpoint every %d records of the role, first in the transaction of the next batch.\n\n", interval)
 	w("The **ceiling** is franz-go with the client options the coordination transport gives a role's producer\n")
 	w("(`ceiling.ProducerOptions`: its retry backoff of 100 ms doubling to 1 s, metadata min age, acks=all, idempotence,\n")
 	w("manual partitioner, the lease as transaction timeout), writing the records the dispatcher writes for a command, its\n")
@@ -247,11 +256,16 @@ func (r *report) writeE2E(w func(string, ...any)) error {
 	w("whose Issued records took more than one transaction did not gather its burst of submits into one, and a\n")
 	w("transaction of outcomes alone held back the Issued records that queued while it was in flight. Under sustained\n")
 	w("load the outcomes of one round ride with the Issued records of the next: one transaction a round. The last\n")
-	w("column is the median time from the first to the last device act of a round, while its outcomes queue.\n\n")
-	w("| Batch | Rounds | Transactions with Issued records per round | Transactions of outcomes alone per round | First to last act of a round, ms |\n|---:|---:|---:|---:|---:|\n")
+	w("column is the median time from the first to the last device act of a round, while its outcomes queue.\n")
+	w("The CPU columns are the CPU time of the bench's own process (both sides run in it, in turn; the brokers are\n")
+	w("not counted) while each side ran, per command it carried: the dispatcher's submit, commit, dispatch and\n")
+	w("outcome, against the ceiling's produce and commit of the same records.\n\n")
+	w("| Batch | Rounds | Transactions with Issued records per round | Transactions of outcomes alone per round | First to last act of a round, ms | CPU per command, dispatcher side, µs | CPU per command, ceiling side, µs |\n|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range r.e2e {
-		w("| %d | %d | %.2f | %.2f | %s |\n", p.Batch, p.Rounds,
-			ceiling.Ratio(float64(p.Mix.Issuing), float64(p.Rounds)), ceiling.Ratio(float64(p.Mix.OutcomesOnly), float64(p.Rounds)), ceiling.Millis(p.Drive))
+		dcpu, ccpu := p.CPUPerCommand()
+		w("| %d | %d | %.2f | %.2f | %s | %.1f | %.1f |\n", p.Batch, p.Rounds,
+			ceiling.Ratio(float64(p.Mix.Issuing), float64(p.Rounds)), ceiling.Ratio(float64(p.Mix.OutcomesOnly), float64(p.Rounds)), ceiling.Millis(p.Drive),
+			micros(dcpu), micros(ccpu))
 	}
 	w("\n")
 	w("The ceiling at each pause: median rate over the repetitions (commands/s), and CONCURRENT_TRANSACTIONS answers per\n")
@@ -284,6 +298,13 @@ func (r *report) writeE2E(w func(string, ...any)) error {
 			w("round of %s ms with its pause) and %s ms outside them: the submit, the effects of the commit and the device's acts\n",
 				ceiling.Millis(roundAt(p.CeilingRate)), ceiling.Millis(round-inTxn))
 			w("(%s ms from the first to the last), none of which overlaps a transaction of its round.", ceiling.Millis(p.Drive))
+			if dcpu, ccpu := p.CPUPerCommand(); dcpu > 0 {
+				// On two cores shared with three brokers, the dispatcher's
+				// own CPU is the first thing a round outside its
+				// transactions is made of.
+				w(" The dispatcher side used %.1f µs of CPU per command, %s ms a round, against the ceiling's %.1f µs.\n",
+					micros(dcpu), ceiling.Millis(dcpu*time.Duration(p.Batch)), micros(ccpu))
+			}
 			if all, cps := p.BytesPerRound(); all > 0 {
 				// A transaction's time grows with its bytes: name what the
 				// dispatcher's carried beyond the ceiling's records.

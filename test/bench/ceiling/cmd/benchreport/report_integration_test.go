@@ -88,6 +88,18 @@ func TestQuickRunWritesEveryTable(t *testing.T) {
 			t.Errorf("e2e row %q: dispatch %v, ceiling %v, ratio %v", row, dispatch, ceil, ratio)
 		}
 	}
+	// Every per-round row: the bench's CPU per command on each side,
+	// above zero.
+	perRound := firstTable(report, "outcome, against the ceiling's produce and commit of the same records.")
+	if len(perRound) != 2 {
+		t.Errorf("%d per-round rows, want 2", len(perRound))
+	}
+	for _, row := range perRound {
+		cells := strings.Split(strings.Trim(row, "|"), "|")
+		if dcpu, ccpu := leadingNumber(cells[5]), leadingNumber(cells[6]); !(dcpu > 0 && ccpu > 0) {
+			t.Errorf("per-round row %q: CPU per command %v on the dispatcher's side, %v on the ceiling's", row, dcpu, ccpu)
+		}
+	}
 	// Every latency row: accepted, to device and to outcome, each p50
 	// above zero and the finer quantiles at or above it; the outcome
 	// after the device.

@@ -87,8 +87,8 @@ func endToEnd(ctx context.Context, o options, prefix string, newTopic func(strin
 	return nil
 }
 
-// commitOptions returns the dispatcher options of -commit-gap and
-// -commit-linger.
+// commitOptions returns the dispatcher options of -commit-gap,
+// -commit-linger and -checkpoint-interval.
 func (o *options) commitOptions() []dispatch.Option {
 	var opts []dispatch.Option
 	if o.commitGap >= 0 {
@@ -96,6 +96,9 @@ func (o *options) commitOptions() []dispatch.Option {
 	}
 	if o.commitLinger >= 0 {
 		opts = append(opts, dispatch.WithCommitLinger(o.commitLinger))
+	}
+	if o.checkpointInterval > 0 {
+		opts = append(opts, dispatch.WithCheckpointInterval(o.checkpointInterval))
 	}
 	return opts
 }
