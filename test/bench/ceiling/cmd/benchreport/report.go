@@ -302,7 +302,7 @@ func (r *report) writeE2E(w func(string, ...any)) error {
 				// On two cores shared with three brokers, the dispatcher's
 				// own CPU is the first thing a round outside its
 				// transactions is made of.
-				w(" The dispatcher side used %.1f µs of CPU per command, %s ms a round, against the ceiling's %.1f µs.\n",
+				w(" The dispatcher side used %.1f µs of CPU per command, %s ms a round, against the ceiling's %.1f µs.",
 					micros(dcpu), ceiling.Millis(dcpu*time.Duration(p.Batch)), micros(ccpu))
 			}
 			if all, cps := p.BytesPerRound(); all > 0 {
