@@ -203,25 +203,27 @@ func (t *KafkaTransport) abort(p *roleProducer, token FencingToken, cause error)
 	// A fence refuses whatever step meets it, the re-initialization of a
 	// retried abort included (which the token's read after it reports):
 	// the broker answered, another member holds the role.
-	fail := func(err error) (FencingToken, error) {
+	// The step names which request failed: they fail alike when a broker
+	// goes away.
+	fail := func(step string, err error) (FencingToken, error) {
 		sentinel := ErrOutcomeUnknown
 		if isFenceErr(err) {
 			sentinel = ErrFenced
 		}
-		err = fmt.Errorf("coordination: kafka transport: role %s, token %s: abort after %v: %w: %w", p.role, token, cause, sentinel, err)
+		err = fmt.Errorf("coordination: kafka transport: role %s, token %s: abort after %v: %s: %w: %w", p.role, token, cause, step, sentinel, err)
 		p.end(err)
 		return token, err
 	}
 	if err := p.client.AbortBufferedRecords(ctx); err != nil {
-		return fail(err)
+		return fail("drop the buffered records", err)
 	}
 	if err := endAbort(ctx, p.client); err != nil {
-		return fail(err)
+		return fail("end the transaction", err)
 	}
 	p.startSettle()
 	next, err := t.tokenAfter(ctx, p)
 	if err != nil {
-		return fail(err)
+		return fail("read the token after the abort", err)
 	}
 	return next, fmt.Errorf("coordination: kafka transport: role %s, token %s: aborted, nothing committed: %w", p.role, token, cause)
 }
