@@ -136,11 +136,12 @@ func (p *roleProducer) startSettle() {
 // refused reports whether err is a coordinator's answer that asking again
 // will not change, such as TRANSACTIONAL_ID_AUTHORIZATION_FAILED for a
 // principal without DESCRIBE on the transactional id: an error of Kafka that
-// is not retriable. A coordinator that is loading or moving, a broker that
+// confirms something, as unconfirmed tells them apart for an EndTxn. A
+// coordinator that is loading or moving, UNKNOWN_SERVER_ERROR, a broker that
 // went away and the settle's bound are not refusals.
 func refused(err error) bool {
 	var ke *kerr.Error
-	return errors.As(err, &ke) && !ke.Retriable
+	return errors.As(err, &ke) && !unconfirmed(err)
 }
 
 // settling returns the channel of the last settle, closed once it ended, or

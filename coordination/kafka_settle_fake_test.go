@@ -128,16 +128,22 @@ func TestKafkaSettleEndsAtARefusal(t *testing.T) {
 }
 
 // TestKafkaSettleAsksAgainAfterARetriableError: a coordinator that is
-// loading is no refusal; the producer asks again after the next commit.
+// loading, or that answers UNKNOWN_SERVER_ERROR, refuses nothing; the
+// producer asks again after the next commit.
 func TestKafkaSettleAsksAgainAfterARetriableError(t *testing.T) {
-	env, c := fakeEnv(t)
-	var log settleLog
-	log.watch(c, func(req *kmsg.DescribeTransactionsRequest, _ int) *kmsg.DescribeTransactionsResponse {
-		return describeAs(req, "", kerr.CoordinatorLoadInProgress.Code)
-	})
-	writeN(t, env, 3)
-	if _, produces := log.counts(); len(produces) != 3 || produces[1] < 1 || produces[2] <= produces[1] {
-		t.Fatalf("questions before each produce: %v; want some after the first commit and more after the second", produces)
+	for _, ke := range []*kerr.Error{kerr.CoordinatorLoadInProgress, kerr.UnknownServerError} {
+		code := ke.Code
+		t.Run(ke.Message, func(t *testing.T) {
+			env, c := fakeEnv(t)
+			var log settleLog
+			log.watch(c, func(req *kmsg.DescribeTransactionsRequest, _ int) *kmsg.DescribeTransactionsResponse {
+				return describeAs(req, "", code)
+			})
+			writeN(t, env, 3)
+			if _, produces := log.counts(); len(produces) != 3 || produces[1] < 1 || produces[2] <= produces[1] {
+				t.Fatalf("questions before each produce: %v; want some after the first commit and more after the second", produces)
+			}
+		})
 	}
 }
 
