@@ -62,6 +62,19 @@ func describeAs(req *kmsg.DescribeTransactionsRequest, state string, code int16)
 	return resp
 }
 
+// answering returns a kfake environment whose coordinator answers every
+// DescribeTransactions with one transaction in state, or with code, and the
+// log of the questions and produces.
+func answering(t *testing.T, state string, code int16) (kafkaEnv, *settleLog) {
+	t.Helper()
+	env, c := fakeEnv(t)
+	log := &settleLog{}
+	log.watch(c, func(req *kmsg.DescribeTransactionsRequest, _ int) *kmsg.DescribeTransactionsResponse {
+		return describeAs(req, state, code)
+	})
+	return env, log
+}
+
 // writeTwice commits two guarded writes of one record on a fresh role and
 // topic, and fails the test on an error.
 func writeTwice(t *testing.T, env kafkaEnv) { writeN(t, env, 2) }
@@ -116,11 +129,7 @@ func TestKafkaSettleAsksUntilComplete(t *testing.T) {
 // transactional id is refused the question; the settle ends at the refusal,
 // the producer asks no more, and the writes go on as without it.
 func TestKafkaSettleEndsAtARefusal(t *testing.T) {
-	env, c := fakeEnv(t)
-	var log settleLog
-	log.watch(c, func(req *kmsg.DescribeTransactionsRequest, _ int) *kmsg.DescribeTransactionsResponse {
-		return describeAs(req, "", kerr.TransactionalIDAuthorizationFailed.Code)
-	})
+	env, log := answering(t, "", kerr.TransactionalIDAuthorizationFailed.Code)
 	writeN(t, env, 3)
 	if questions, produces := log.counts(); questions != 1 || len(produces) != 3 || produces[1] != 1 {
 		t.Fatalf("%d questions, %v before each produce; want one question, after the first commit and before the second produce, and none after the refusal", questions, produces)
@@ -134,11 +143,7 @@ func TestKafkaSettleAsksAgainAfterARetriableError(t *testing.T) {
 	for _, ke := range []*kerr.Error{kerr.CoordinatorLoadInProgress, kerr.UnknownServerError} {
 		code := ke.Code
 		t.Run(ke.Message, func(t *testing.T) {
-			env, c := fakeEnv(t)
-			var log settleLog
-			log.watch(c, func(req *kmsg.DescribeTransactionsRequest, _ int) *kmsg.DescribeTransactionsResponse {
-				return describeAs(req, "", code)
-			})
+			env, log := answering(t, "", code)
 			writeN(t, env, 3)
 			if _, produces := log.counts(); len(produces) != 3 || produces[1] < 1 || produces[2] <= produces[1] {
 				t.Fatalf("questions before each produce: %v; want some after the first commit and more after the second", produces)
@@ -152,11 +157,7 @@ func TestKafkaSettleAsksAgainAfterARetriableError(t *testing.T) {
 // not forever: the second write commits after a bounded number of
 // questions.
 func TestKafkaSettleBounded(t *testing.T) {
-	env, c := fakeEnv(t)
-	var log settleLog
-	log.watch(c, func(req *kmsg.DescribeTransactionsRequest, _ int) *kmsg.DescribeTransactionsResponse {
-		return describeAs(req, "PrepareCommit", 0)
-	})
+	env, log := answering(t, "PrepareCommit", 0)
 	writeTwice(t, env)
 	// A question every millisecond for 50 ms at most, each one a round
 	// trip: fewer than 50 a settle.
@@ -180,11 +181,7 @@ func TestSettleTransactionErrors(t *testing.T) {
 		{"pending past the bound", "PrepareCommit", 0, context.DeadlineExceeded},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env, c := fakeEnv(t)
-			var log settleLog
-			log.watch(c, func(req *kmsg.DescribeTransactionsRequest, _ int) *kmsg.DescribeTransactionsResponse {
-				return describeAs(req, tc.state, tc.code)
-			})
+			env, _ := answering(t, tc.state, tc.code)
 			err := coordination.SettleTransaction(testCtx(t, 30*time.Second), env.client(t), "settle")
 			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
 				t.Fatalf("SettleTransaction = %v, want %v", err, tc.want)
