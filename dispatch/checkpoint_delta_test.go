@@ -583,6 +583,16 @@ func TestRecoveryFromDeltaEqualsFullLog(t *testing.T) {
 	}
 }
 
+// windowOf returns a window of n compact IDs, each with the hash and the
+// offsets of the next command.
+func windowOf(n int) *idWindow {
+	w := newIDWindow()
+	for i := range n {
+		w.add(CheckpointID{Hash: uint64(i + 1), First: int64(2 * i), Outcome: int64(2*i + 1), SubmittedAt: at})
+	}
+	return w
+}
+
 // TestFullCheckpointDue checks when a checkpoint writes the window whole: a
 // window of at most checkpointDivisor intervals always; a larger one when no
 // base is known, once a record for each checkpointDivisor of its IDs passed
@@ -591,13 +601,6 @@ func TestRecoveryFromDeltaEqualsFullLog(t *testing.T) {
 // of the window.
 func TestFullCheckpointDue(t *testing.T) {
 	const interval = 10
-	window := func(n int) *idWindow {
-		w := newIDWindow()
-		for i := range n {
-			w.add(CheckpointID{Hash: uint64(i + 1), First: int64(2 * i), Outcome: int64(2*i + 1), SubmittedAt: at})
-		}
-		return w
-	}
 	base := &CheckpointBase{Token: mustToken(t, 1, 0), First: 1, Last: 1}
 	for _, c := range []struct {
 		name      string
@@ -615,7 +618,7 @@ func TestFullCheckpointDue(t *testing.T) {
 		{"a first delta of a quarter", 1600, base, 0, 1000, 400, false},
 		{"a first delta above a quarter", 1600, base, 0, 0, 401, true},
 	} {
-		d := &Dispatcher{cfg: &config{checkpointInterval: interval}, ids: window(c.ids), cpBase: c.base,
+		d := &Dispatcher{cfg: &config{checkpointInterval: interval}, ids: windowOf(c.ids), cpBase: c.base,
 			cpSeq: c.seq, cpFullSince: c.since, cpAdded: make([]addedID, c.added)}
 		if got := d.fullCheckpointDueLocked(); got != c.wantWhole {
 			t.Errorf("%s: whole %t, want %t", c.name, got, c.wantWhole)
@@ -636,11 +639,7 @@ func TestCheckpointIDsPerRecord(t *testing.T) {
 		ids      = 64 * interval
 		records  = 40 * ids
 	)
-	w := newIDWindow()
-	for i := range ids {
-		w.add(CheckpointID{Hash: uint64(i + 1), First: int64(2 * i), Outcome: int64(2*i + 1), SubmittedAt: at})
-	}
-	d := &Dispatcher{cfg: &config{checkpointInterval: interval}, ids: w,
+	d := &Dispatcher{cfg: &config{checkpointInterval: interval}, ids: windowOf(ids),
 		cpBase: &CheckpointBase{Token: mustToken(t, 1, 0), First: 1, Last: 1}, cpSeq: 1}
 	var whole, delta int
 	for r := 1; r <= records; r++ {

@@ -266,21 +266,23 @@ func RunE2E(ctx context.Context, cfg E2E) (E2EResult, error) {
 			return nil
 		}
 		ceilingSide := func() error {
+			cpu, err := ownCPU()
+			if err != nil {
+				return err
+			}
 			for i, p := range pauses {
 				retries := raw.Retries.Count()
-				cpu, err := ownCPU()
-				if err != nil {
-					return err
-				}
 				s, err := runCeiling(p, cfg.Window)
 				if err != nil {
 					return fmt.Errorf("ceiling, pause %s, repetition %d: %w", p, rep+1, err)
 				}
+				// One read ends this pause's CPU and begins the next's.
 				used, err := ownCPU()
 				if err != nil {
 					return err
 				}
 				res.CeilingCPU += used - cpu
+				cpu = used
 				res.CeilingCommands += int64(s.Count)
 				res.CeilingRetries[i] += raw.Retries.Count() - retries
 				res.CeilingTxns[i] += int64(s.Count / cfg.Batch)

@@ -76,7 +76,7 @@ func endToEnd(ctx context.Context, o options, prefix string, newTopic func(strin
 			Brokers: o.brokers, Role: fmt.Sprintf("%s-e2e-b%d", prefix, batch),
 			LogTopic: topics[0], RequestsTopic: topics[1], RawTopic: topics[2],
 			Batch: batch, Submit: o.submit, Window: o.point, Warmup: o.warmup, Reps: o.reps, Log: logf,
-			Options: o.commitOptions(),
+			Options: o.e2eDispatcherOptions(),
 		})
 		if err != nil {
 			return fmt.Errorf("batch %d: %w", batch, err)
@@ -87,9 +87,9 @@ func endToEnd(ctx context.Context, o options, prefix string, newTopic func(strin
 	return nil
 }
 
-// commitOptions returns the dispatcher options of -commit-gap,
+// e2eDispatcherOptions returns the dispatcher options of -commit-gap,
 // -commit-linger and -checkpoint-interval.
-func (o *options) commitOptions() []dispatch.Option {
+func (o *options) e2eDispatcherOptions() []dispatch.Option {
 	var opts []dispatch.Option
 	if o.commitGap >= 0 {
 		opts = append(opts, dispatch.WithCommitGap(o.commitGap))
