@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,10 @@ type Dispatcher struct {
 
 	// Mix counts what the dispatcher's transactions carried.
 	Mix *TxnMix
+
+	// issued logs its transactions with Issued records, for the phases of
+	// a round.
+	issued *issuedWrites
 
 	leadership *coordination.Leadership
 	leader     *countingLeader
@@ -111,10 +116,11 @@ func StartDispatcher(ctx context.Context, s DispatcherSetup) (*Dispatcher, error
 		}
 		opts = append(opts, dispatch.WithRequestSource(source))
 	}
-	mix := &TxnMix{}
+	issued := &issuedWrites{}
+	mix := &TxnMix{issued: issued}
 	opts = append(opts, dispatch.WithOnCommitted(mix.note))
 	opts = append(opts, s.Options...)
-	counting := &countingLeader{Leadership: l}
+	counting := &countingLeader{Leadership: l, issued: issued}
 	// The reader the binary uses. Beside recovery (of an empty log here,
 	// which no figure includes), it lets the dispatcher hold a settled
 	// command as a compact ID rather than whole and write its checkpoints,
@@ -138,7 +144,7 @@ func StartDispatcher(ctx context.Context, s DispatcherSetup) (*Dispatcher, error
 			source.Close()
 		}
 	}()
-	return &Dispatcher{D: d, Device: timing, Role: s.Role, Retries: retries, Mix: mix, leadership: l, leader: counting, transport: transport, cancel: stop, done: done}, nil
+	return &Dispatcher{D: d, Device: timing, Role: s.Role, Retries: retries, Mix: mix, issued: issued, leadership: l, leader: counting, transport: transport, cancel: stop, done: done}, nil
 }
 
 // Transactions returns how many guarded transactions the dispatcher has
@@ -184,6 +190,7 @@ func (d *Dispatcher) WriteStats() WriteStats {
 // transaction with a command record.
 type TxnMix struct {
 	issuing, outcomesOnly atomic.Int64
+	issued                *issuedWrites // nil logs nothing
 }
 
 // MixStats is a snapshot of a TxnMix.
@@ -218,6 +225,9 @@ func (m *TxnMix) note(records []dispatch.CommittedRecord) {
 	switch {
 	case issued:
 		m.issuing.Add(1)
+		if m.issued != nil {
+			m.issued.reported(time.Now())
+		}
 	case !others:
 		m.outcomesOnly.Add(1)
 	}
@@ -229,12 +239,14 @@ type countingLeader struct {
 	*coordination.Leadership
 	writes, records, inWrite atomic.Int64
 	bytes, checkpointBytes   atomic.Int64
+	issued                   *issuedWrites // nil logs nothing
 }
 
 // Write implements dispatch.Leader.
 func (c *countingLeader) Write(ctx context.Context, build func(coordination.FencingToken) ([]coordination.GuardedRecord, error)) (coordination.FencingToken, error) {
 	c.writes.Add(1)
 	start := time.Now()
+	issued := false
 	token, err := c.Leadership.Write(ctx, func(t coordination.FencingToken) ([]coordination.GuardedRecord, error) {
 		recs, err := build(t)
 		c.records.Add(int64(len(recs)))
@@ -242,15 +254,22 @@ func (c *countingLeader) Write(ctx context.Context, build func(coordination.Fenc
 		for _, r := range recs {
 			n := RecordBytes(r.Key, r.Value, r.Headers)
 			all += n
-			if isCheckpointKey(r.Key) {
+			switch keyKind(r.Key) {
+			case dispatch.EntryCheckpoint:
 				checkpoints += n
+			case dispatch.EntryIssued:
+				issued = true
 			}
 		}
 		c.bytes.Add(all)
 		c.checkpointBytes.Add(checkpoints)
 		return recs, err
 	})
-	c.inWrite.Add(int64(time.Since(start)))
+	end := time.Now()
+	c.inWrite.Add(int64(end.Sub(start)))
+	if err == nil && issued && c.issued != nil {
+		c.issued.wrote(start, end)
+	}
 	return token, err
 }
 
@@ -265,13 +284,16 @@ func RecordBytes(key, value []byte, headers []coordination.Header) int64 {
 	return int64(n)
 }
 
-// isCheckpointKey reports whether a key of the command log is a checkpoint
-// part's. The key begins with its layout version and the entry's kind, two
-// big-endian int16s, as dispatch.EncodeEntry writes it, which is all this reads:
-// decoding each record would put the bench's own work into the measured
-// side.
-func isCheckpointKey(key []byte) bool {
-	return len(key) >= 4 && dispatch.EntryKind(binary.BigEndian.Uint16(key[2:4])) == dispatch.EntryCheckpoint
+// keyKind returns the kind of the entry of a key of the command log, or
+// zero for a key too short to hold one. The key begins with its layout
+// version and the entry's kind, two big-endian int16s, as
+// dispatch.EncodeEntry writes it, which is all this reads: decoding each
+// record would put the bench's own work into the measured side.
+func keyKind(key []byte) dispatch.EntryKind {
+	if len(key) < 4 {
+		return 0
+	}
+	return dispatch.EntryKind(binary.BigEndian.Uint16(key[2:4]))
 }
 
 // Close halts the dispatcher, resigns the role and closes the transport.
@@ -508,11 +530,11 @@ func BenchCommand(role, prefix string, i int, now time.Time) dispatch.Command {
 // It also returns the mean number of transactions the dispatcher wrote per
 // round, outcomes included.
 func MeasureSubmit(ctx context.Context, d *Dispatcher, batch int, duration time.Duration, prefix string) (Summary, float64, error) {
-	samples, elapsed, perRound, err := measureSubmit(ctx, d, batch, duration, prefix, 0, SubmitEach)
+	run, err := measureSubmit(ctx, d, batch, duration, prefix, 0, SubmitEach)
 	if err != nil {
 		return Summary{}, 0, err
 	}
-	return Summarize(samples, elapsed), perRound, nil
+	return Summarize(run.samples, run.elapsed), run.perRound, nil
 }
 
 // SubmitMode is how a round hands its batch of commands to the dispatcher.
@@ -535,13 +557,25 @@ func (m SubmitMode) String() string {
 	return "batch"
 }
 
-// measureSubmit is MeasureSubmit that returns the samples, numbers its
-// commands from first, and submits them as mode says.
-func measureSubmit(ctx context.Context, d *Dispatcher, batch int, duration time.Duration, prefix string, first int, mode SubmitMode) ([]time.Duration, time.Duration, float64, error) {
+// submitRun is what measureSubmit measured: every latency, the run's time,
+// the mean transactions a round, and the phases of each round.
+type submitRun struct {
+	samples  []time.Duration
+	elapsed  time.Duration
+	perRound float64
+	phases   []RoundPhases
+}
+
+// measureSubmit is MeasureSubmit that returns the samples and the phases of
+// each round, numbers its commands from first, and submits them as mode
+// says.
+func measureSubmit(ctx context.Context, d *Dispatcher, batch int, duration time.Duration, prefix string, first int, mode SubmitMode) (submitRun, error) {
 	if batch < 1 {
-		return nil, 0, 0, errors.New("ceiling: batch below 1")
+		return submitRun{}, errors.New("ceiling: batch below 1")
 	}
 	txns0, rounds := d.Transactions(), 0
+	written := d.issued.mark()
+	var marks []roundMarks
 	var samples []time.Duration
 	var wg sync.WaitGroup
 	errs := make(chan error, 1)
@@ -557,6 +591,7 @@ func measureSubmit(ctx context.Context, d *Dispatcher, batch int, duration time.
 			n++
 			ids[i] = cmds[i].ID
 		}
+		called := time.Now()
 		report := func(err error) {
 			select {
 			case errs <- err:
@@ -593,24 +628,27 @@ func measureSubmit(ctx context.Context, d *Dispatcher, batch int, duration time.
 			wg.Wait()
 			select {
 			case serr := <-errs:
-				return nil, 0, 0, fmt.Errorf("%w (submit: %w)", err, serr)
+				return submitRun{}, fmt.Errorf("%w (submit: %w)", err, serr)
 			default:
-				return nil, 0, 0, err
+				return submitRun{}, err
 			}
 		}
+		back := time.Now()
 		for _, at := range times {
 			samples = append(samples, at.Sub(began))
 		}
+		marks = append(marks, roundMarks{began: began, called: called, lastAct: slices.MaxFunc(times, time.Time.Compare), back: back})
 	}
 	elapsed := time.Since(start)
 	perRound := float64(d.Transactions()-txns0) / float64(max(1, rounds))
 	wg.Wait()
 	select {
 	case err := <-errs:
-		return nil, 0, 0, fmt.Errorf("submit: %w", err)
+		return submitRun{}, fmt.Errorf("submit: %w", err)
 	default:
 	}
-	return samples, elapsed, perRound, nil
+	phases := phasesOf(marks, d.issued.from(written, 5*time.Second))
+	return submitRun{samples: samples, elapsed: elapsed, perRound: perRound, phases: phases}, nil
 }
 
 // PendingMemory measures the heap that the dispatcher holds per pending

@@ -8,9 +8,10 @@ import (
 	"github.com/krabka-io/krabka-dispatch/dispatch"
 )
 
-// TestCheckpointBytesAreToldApart: the counting leader tells a checkpoint
-// part's record from a command's by its key alone, and counts the same
-// bytes for a command that the ceiling counts for its records.
+// TestCheckpointBytesAreToldApart: the counting leader tells a record's
+// kind, a checkpoint part's, an Issued or an Outcome, by its key alone, and
+// counts the same bytes for a command that the ceiling counts for its
+// records.
 func TestCheckpointBytesAreToldApart(t *testing.T) {
 	token, err := coordination.NewFencingToken(7, 1)
 	if err != nil {
@@ -19,26 +20,22 @@ func TestCheckpointBytesAreToldApart(t *testing.T) {
 	at := time.UnixMilli(1_700_000_000_000)
 	part := dispatch.CheckpointPart{Sequence: 1, Part: 0, Parts: 1, Data: []byte("ids")}
 	cmd := BenchCommand("bench-role", "b", 1, at)
-	for _, c := range []struct {
-		entry dispatch.Entry
-		want  bool
-	}{
-		{dispatch.Entry{Kind: dispatch.EntryCheckpoint, Checkpoint: &part}, true},
-		{dispatch.Entry{Kind: dispatch.EntryIssued, Issued: &dispatch.Issued{Command: cmd}}, false},
-		{dispatch.Entry{Kind: dispatch.EntryOutcome, Outcome: &dispatch.Outcome{CommandID: cmd.ID, Status: dispatch.StatusSucceeded, Attempt: dispatch.FirstAttempt}}, false},
+	for _, e := range []dispatch.Entry{
+		{Kind: dispatch.EntryCheckpoint, Checkpoint: &part},
+		{Kind: dispatch.EntryIssued, Issued: &dispatch.Issued{Command: cmd}},
+		{Kind: dispatch.EntryOutcome, Outcome: &dispatch.Outcome{CommandID: cmd.ID, Status: dispatch.StatusSucceeded, Attempt: dispatch.FirstAttempt}},
 	} {
-		e := c.entry
 		e.Role, e.Member, e.Token, e.At = "bench-role", "bench", token, at
 		key, _, err := dispatch.EncodeEntry(e)
 		if err != nil {
 			t.Fatalf("%s: %v", e.Kind, err)
 		}
-		if got := isCheckpointKey(key); got != c.want {
-			t.Errorf("isCheckpointKey of a %s record = %t, want %t", e.Kind, got, c.want)
+		if got := keyKind(key); got != e.Kind {
+			t.Errorf("keyKind of a %s record = %s", e.Kind, got)
 		}
 	}
-	if isCheckpointKey([]byte{0, 1, 0}) {
-		t.Error("isCheckpointKey took a key of three bytes for a checkpoint's")
+	if got := keyKind([]byte{0, 1, 0}); got != 0 {
+		t.Errorf("keyKind of a key of three bytes = %s, want none", got)
 	}
 
 	commands, err := EncodeCommands("bench-role", 1)

@@ -37,7 +37,8 @@ func TestMeasureSubmitModes(t *testing.T) {
 	first := 0
 	for _, mode := range []SubmitMode{SubmitEach, SubmitBatched} {
 		before, mix := d.Device.Count(), d.Mix.Stats()
-		samples, elapsed, txns, err := measureSubmit(ctx, d, batch, 2*time.Second, "mode-"+mode.String(), first, mode)
+		run, err := measureSubmit(ctx, d, batch, 2*time.Second, "mode-"+mode.String(), first, mode)
+		samples, elapsed, txns := run.samples, run.elapsed, run.perRound
 		if err != nil {
 			t.Fatalf("%s: %v", mode, err)
 		}
@@ -64,6 +65,21 @@ func TestMeasureSubmitModes(t *testing.T) {
 			t.Errorf("%s: %d transactions with Issued records in %d rounds, want one a round", mode, issuing, rounds)
 		case issuing < int64(rounds):
 			t.Errorf("%s: %d transactions with Issued records in %d rounds, want at least one a round", mode, issuing, rounds)
+		}
+		// Every round found the transaction of its Issued records, and its
+		// phases fit in the run.
+		if len(run.phases) != rounds {
+			t.Errorf("%s: phases of %d rounds, want %d", mode, len(run.phases), rounds)
+		}
+		var all time.Duration
+		for _, p := range run.phases {
+			if p.Write <= 0 || p.ToWrite < 0 || p.Acts < 0 || p.Back < 0 {
+				t.Fatalf("%s: a round's phases %+v", mode, p)
+			}
+			all += p.Outside() + p.Write
+		}
+		if all > elapsed {
+			t.Errorf("%s: the rounds' phases add up to %v, more than the run's %v", mode, all, elapsed)
 		}
 	}
 }

@@ -95,6 +95,9 @@ type E2EResult struct {
 	// committed batch, and so how long its outcomes keep queuing.
 	Drive time.Duration
 
+	// Phases are the medians over the rounds of each phase of a round.
+	Phases RoundPhases
+
 	// Writes are the dispatcher's transactions during the repetitions:
 	// their number, records and time inside Leadership.Write. With the
 	// dispatcher's own time it says where a round's time goes.
@@ -204,12 +207,12 @@ func RunE2E(ctx context.Context, cfg E2E) (E2EResult, error) {
 	defer raw.Close()
 
 	n := 0 // commands the dispatcher side submitted, for fresh ids
-	runDispatch := func(window time.Duration) (samples []time.Duration, elapsed time.Duration, perRound float64, err error) {
+	runDispatch := func(window time.Duration) (run submitRun, err error) {
 		pprof.Do(ctx, pprof.Labels("side", "dispatcher"), func(ctx context.Context) {
-			samples, elapsed, perRound, err = measureSubmit(ctx, d, cfg.Batch, window, "e2e", n, cfg.Submit)
+			run, err = measureSubmit(ctx, d, cfg.Batch, window, "e2e", n, cfg.Submit)
 		})
-		n += len(samples)
-		return samples, elapsed, perRound, err
+		n += len(run.samples)
+		return run, err
 	}
 	runCeiling := func(pause, window time.Duration) (s Summary, err error) {
 		pprof.Do(ctx, pprof.Labels("side", "ceiling"), func(ctx context.Context) {
@@ -219,7 +222,7 @@ func RunE2E(ctx context.Context, cfg E2E) (E2EResult, error) {
 	}
 
 	if cfg.Warmup > 0 {
-		if _, _, _, err := runDispatch(cfg.Warmup); err != nil {
+		if _, err := runDispatch(cfg.Warmup); err != nil {
 			return res, fmt.Errorf("dispatcher warm-up: %w", err)
 		}
 		for _, p := range pauses {
@@ -231,6 +234,7 @@ func RunE2E(ctx context.Context, cfg E2E) (E2EResult, error) {
 
 	var dispatchSamples []time.Duration
 	var perRounds, drives []float64
+	var phases []RoundPhases
 	for rep := range cfg.Reps {
 		r := E2ERep{Ceiling: make([]Summary, len(pauses))}
 		dispatchSide := func() error {
@@ -239,7 +243,8 @@ func RunE2E(ctx context.Context, cfg E2E) (E2EResult, error) {
 			if err != nil {
 				return err
 			}
-			samples, elapsed, perRound, err := runDispatch(cfg.Window)
+			run, err := runDispatch(cfg.Window)
+			samples, elapsed := run.samples, run.elapsed
 			used, cerr := ownCPU()
 			if err == nil {
 				err = cerr
@@ -261,7 +266,8 @@ func RunE2E(ctx context.Context, cfg E2E) (E2EResult, error) {
 				return fmt.Errorf("dispatcher, repetition %d: %w", rep+1, err)
 			}
 			dispatchSamples = append(dispatchSamples, samples...)
-			perRounds = append(perRounds, perRound)
+			perRounds = append(perRounds, run.perRound)
+			phases = append(phases, run.phases...)
 			r.Dispatch = Summarize(samples, elapsed)
 			return nil
 		}
@@ -311,6 +317,7 @@ func RunE2E(ctx context.Context, cfg E2E) (E2EResult, error) {
 	}
 	res.summarize(dispatchSamples, perRounds)
 	res.Drive = time.Duration(Median(drives))
+	res.Phases = MedianPhases(phases)
 	return res, nil
 }
 

@@ -268,6 +268,19 @@ func (r *report) writeE2E(w func(string, ...any)) error {
 			micros(dcpu), micros(ccpu))
 	}
 	w("\n")
+	w("Where a round's time goes, in the order it happens, as medians over the rounds (ms; the medians of the phases need not\n")
+	w("add up to the median round). The client builds the round's commands; from its submit call to the start of the\n")
+	w("transaction that carries their Issued records the dispatcher accepts and queues them (and encodes a checkpoint\n")
+	w("when one is due); the transaction runs through `Leadership.Write`; its effects are applied (until the\n")
+	w("dispatcher reports it to `dispatch.WithOnCommitted`, or the round's last act if that comes first); the device acts;\n")
+	w("and the client sees the last act. Only the transaction has a counterpart in the ceiling's round.\n\n")
+	w("| Batch | Client builds the commands | Submit to transaction | Transaction | Effects applied | To the last act | Back to the client | Outside the transaction |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, p := range r.e2e {
+		ph := p.Phases
+		w("| %d | %s | %s | %s | %s | %s | %s | %s |\n", p.Batch, ceiling.Millis(ph.Prepare), ceiling.Millis(ph.ToWrite),
+			ceiling.Millis(ph.Write), ceiling.Millis(ph.Effects), ceiling.Millis(ph.Acts), ceiling.Millis(ph.Back), ceiling.Millis(ph.Outside()))
+	}
+	w("\n")
 	w("The ceiling at each pause: median rate over the repetitions (commands/s), and CONCURRENT_TRANSACTIONS answers per\n")
 	w("transaction:\n\n| Batch |")
 	for _, p := range r.e2e[0].Pauses {
@@ -295,9 +308,12 @@ func (r *report) writeE2E(w func(string, ...any)) error {
 			round := roundAt(p.DispatchRate)
 			inTxn := time.Duration(p.WriteShare() * float64(round))
 			w("A round took %s ms, %s ms of it in the dispatcher's transactions (%s ms each on average, against the ceiling's\n", ceiling.Millis(round), ceiling.Millis(inTxn), ceiling.Millis(p.MeanWrite()))
-			w("round of %s ms with its pause) and %s ms outside them: the submit, the effects of the commit and the device's acts\n",
+			w("round of %s ms with its pause) and %s ms outside them, none of which overlaps a transaction of its round:",
 				ceiling.Millis(roundAt(p.CeilingRate)), ceiling.Millis(round-inTxn))
-			w("(%s ms from the first to the last), none of which overlaps a transaction of its round.", ceiling.Millis(p.Drive))
+			ph := p.Phases
+			w(" in the median round, %s ms from the submit call to the transaction, %s ms until its effects were applied,\n", ceiling.Millis(ph.ToWrite), ceiling.Millis(ph.Effects))
+			w("%s ms more to the last device act (%s ms from the first to the last), %s ms back to the client and %s ms\n", ceiling.Millis(ph.Acts), ceiling.Millis(p.Drive), ceiling.Millis(ph.Back), ceiling.Millis(ph.Prepare))
+			w("building the next round's commands.")
 			if dcpu, ccpu := p.CPUPerCommand(); dcpu > 0 {
 				// On two cores shared with three brokers, the dispatcher's
 				// own CPU is the first thing a round outside its
