@@ -444,7 +444,10 @@ func TestKafkaResignHandover(t *testing.T) {
 // two leaderships renew, one under each transaction version; both survive on
 // the two brokers left, renew, and write, and both stay authoritative. The
 // killed broker is the leader of the v2 role's partition. It is restarted at
-// the end, and the test waits until it is back in sync.
+// the end, and the test waits until it is back in sync. The v1 leadership
+// may end instead, by franz-go's one fatal answer to a lost coordinator
+// (see below and docs/OPERATIONS.md); the role is then taken again and must
+// write and stay authoritative with the broker still down.
 func TestKafkaBrokerLossDuringRenewal(t *testing.T) {
 	// No test of another package may use the cluster while a broker is down.
 	kafkatest.LockFaults(t)
@@ -500,12 +503,24 @@ func TestKafkaBrokerLossDuringRenewal(t *testing.T) {
 	t.Logf("killed broker %d, the leader of %s[%d]", victim, partition.Topic, partition.Partition)
 
 	// Both leaderships renew on the brokers left: a renewal granted after
-	// the kill commits, and Done stays open.
-	for _, h := range all {
+	// the kill commits, and Done stays open. Under transactions v1 alone,
+	// franz-go (1.22) may lose the producer instead: an AddPartitionsToTxn
+	// whose coordinator's broker has left the metadata fails with its
+	// "unknown broker", which it takes as fatal for the producer id, and
+	// the abort finds nothing to end. The transport then ends the
+	// leadership with ErrOutcomeUnknown; the role must be taken again, with
+	// the broker still down.
+	for i := range all {
+		h := &all[i]
+		lost := false
 		eventually(t, lease.Duration(), func() error {
 			select {
 			case <-h.l.Done():
-				t.Fatalf("%s: the leadership ended: %v", h.env.name, h.l.Err())
+				if err := h.l.Err(); h.env.name != "v1" || !errors.Is(err, coordination.ErrOutcomeUnknown) || !strings.Contains(err.Error(), "unknown broker") {
+					t.Fatalf("%s: the leadership ended: %v", h.env.name, err)
+				}
+				lost = true
+				return nil
 			default:
 			}
 			if got := h.l.Lease(); got.GrantedAt <= killed.UnixMilli() {
@@ -513,6 +528,18 @@ func TestKafkaBrokerLossDuringRenewal(t *testing.T) {
 			}
 			return nil
 		})
+		if lost {
+			t.Logf("%s: franz-go lost the producer to the broker's loss (%v); taking the role again", h.env.name, h.l.Err())
+			l, err := coordination.AcquireLeadership(ctx, h.env.transport(t, lease), h.role, member(t, "m"),
+				coordination.WithLeaseConfig(lease), coordination.WithPollInterval(200*time.Millisecond))
+			if err != nil {
+				t.Fatalf("%s: take the role again with broker %d down: %v", h.env.name, victim, err)
+			}
+			t.Cleanup(func() { _ = l.Resign(context.Background()) })
+			h.l = l
+			t.Logf("%s: taken again %v after the kill", h.env.name, time.Since(killed).Round(time.Millisecond))
+			continue
+		}
 		t.Logf("%s: renewed %v after the kill", h.env.name, time.UnixMilli(h.l.Lease().GrantedAt).Sub(killed).Round(time.Millisecond))
 	}
 	for i, h := range all {
