@@ -44,10 +44,6 @@ type Dispatcher struct {
 	// Mix counts what the dispatcher's transactions carried.
 	Mix *TxnMix
 
-	// issued logs its transactions with Issued records, for the phases of
-	// a round.
-	issued *issuedWrites
-
 	leadership *coordination.Leadership
 	leader     *countingLeader
 	transport  *coordination.KafkaTransport
@@ -144,7 +140,7 @@ func StartDispatcher(ctx context.Context, s DispatcherSetup) (*Dispatcher, error
 			source.Close()
 		}
 	}()
-	return &Dispatcher{D: d, Device: timing, Role: s.Role, Retries: retries, Mix: mix, issued: issued, leadership: l, leader: counting, transport: transport, cancel: stop, done: done}, nil
+	return &Dispatcher{D: d, Device: timing, Role: s.Role, Retries: retries, Mix: mix, leadership: l, leader: counting, transport: transport, cancel: stop, done: done}, nil
 }
 
 // Transactions returns how many guarded transactions the dispatcher has
@@ -239,7 +235,7 @@ type countingLeader struct {
 	*coordination.Leadership
 	writes, records, inWrite atomic.Int64
 	bytes, checkpointBytes   atomic.Int64
-	issued                   *issuedWrites // nil logs nothing
+	issued                   *issuedWrites // its transactions with Issued records, for the phases of a round
 }
 
 // Write implements dispatch.Leader.
@@ -267,7 +263,7 @@ func (c *countingLeader) Write(ctx context.Context, build func(coordination.Fenc
 	})
 	end := time.Now()
 	c.inWrite.Add(int64(end.Sub(start)))
-	if err == nil && issued && c.issued != nil {
+	if err == nil && issued {
 		c.issued.wrote(start, end)
 	}
 	return token, err
@@ -574,7 +570,7 @@ func measureSubmit(ctx context.Context, d *Dispatcher, batch int, duration time.
 		return submitRun{}, errors.New("ceiling: batch below 1")
 	}
 	txns0, rounds := d.Transactions(), 0
-	written := d.issued.mark()
+	written := d.leader.issued.mark()
 	var marks []roundMarks
 	var samples []time.Duration
 	var wg sync.WaitGroup
@@ -647,7 +643,7 @@ func measureSubmit(ctx context.Context, d *Dispatcher, batch int, duration time.
 		return submitRun{}, fmt.Errorf("submit: %w", err)
 	default:
 	}
-	phases := phasesOf(marks, d.issued.from(written, 5*time.Second))
+	phases := phasesOf(marks, d.leader.issued.from(written, 5*time.Second))
 	return submitRun{samples: samples, elapsed: elapsed, perRound: perRound, phases: phases}, nil
 }
 
